@@ -1,0 +1,65 @@
+"""Start the whole embedded stack for `make run`: web server, Celery worker with beat and the simulated fleet.
+
+Ctrl-C (or any child exiting) stops all of it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.core.management import get_commands
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run the web server, a Celery worker with beat and (when available) the simulated vLLM fleet."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-fleet", action="store_true", help="Do not start the simulated fleet.")
+
+    def handle(self, *args, host: str, port: int, no_fleet: bool, **options) -> None:
+        python = sys.executable
+        manage = str(Path(__file__).resolve().parents[3] / "manage.py")
+        commands: dict[str, list[str]] = {
+            "worker": [python, "-m", "celery", "-A", "kvdash", "worker", "-B", "-l", "INFO", "--concurrency", "2"],
+            "web": [python, manage, "runserver", f"{host}:{port}", "--noreload"],
+        }
+        if not no_fleet and "simulate_fleet" in get_commands():
+            commands["fleet"] = [python, manage, "simulate_fleet"]
+
+        children: dict[str, subprocess.Popen] = {}
+        stopping = False
+
+        def stop(*_args: object) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        for name, command in commands.items():
+            self.stdout.write(f"starting {name}: {' '.join(command[1:])}")
+            children[name] = subprocess.Popen(command)  # noqa: S603 - our own interpreter and arguments
+        self.stdout.write(self.style.SUCCESS(f"kvdash is up on http://{host}:{port}/ — Ctrl-C stops everything"))
+        try:
+            while not stopping:
+                exited = [name for name, child in children.items() if child.poll() is not None]
+                if exited:
+                    self.stderr.write(f"{', '.join(exited)} exited; stopping the rest")
+                    break
+                time.sleep(0.5)
+        finally:
+            for child in children.values():
+                if child.poll() is None:
+                    child.terminate()
+            deadline = time.monotonic() + 10
+            for child in children.values():
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            self.stdout.write("stopped")

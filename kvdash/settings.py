@@ -1,0 +1,192 @@
+"""kvdash settings: read from the environment in this one place; the defaults are the embedded set-up
+(SQLite file and a broker that needs no server, both under var/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from kvdash.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("KVDASH_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+KVDASH_ENV = env_str("KVDASH_ENV", "dev")
+if KVDASH_ENV not in {"dev", "test", "production"}:
+    raise ImproperlyConfigured(f"KVDASH_ENV must be dev, test or production, got {KVDASH_ENV!r}")
+PRODUCTION = KVDASH_ENV == "production"
+
+_DEV_SECRET_KEY = "dev-only-insecure-key-never-use-in-production"  # noqa: S105
+SECRET_KEY = env_str("SECRET_KEY", "" if PRODUCTION else _DEV_SECRET_KEY)
+if PRODUCTION and (len(SECRET_KEY) < 50 or SECRET_KEY == _DEV_SECRET_KEY or SECRET_KEY.startswith("django-insecure")):
+    raise ImproperlyConfigured("KVDASH_ENV=production needs SECRET_KEY set to a random value of 50+ characters")
+
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "kvdash",
+    "planner",
+    "monitor",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "kvdash.urls"
+WSGI_APPLICATION = "kvdash.wsgi.application"
+ASGI_APPLICATION = "kvdash.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'kvdash.sqlite3'}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server, the worker and the simulated fleet share one file: wait for the lock, not fail.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "planner:scenario-list"
+LOGOUT_REDIRECT_URL = "home"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# plotly.js comes from the installed plotly package, never a CDN: the dashboard must work air-gapped.
+import plotly as _plotly  # noqa: E402
+
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("vendor/plotly", Path(_plotly.__file__).parent / "package_data"),
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+
+# Celery: Redis when CELERY_BROKER_URL is set, else kombu's filesystem transport under var/ (no server).
+CELERY_QUEUE_DIR = VAR_DIR / "celery" / "queue"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+_EMBEDDED_BROKER = CELERY_BROKER_URL.startswith("filesystem")
+_RESULTS_DIR = VAR_DIR / "celery" / "results"
+CELERY_RESULT_BACKEND = env_str(
+    "CELERY_RESULT_BACKEND", f"file://{_RESULTS_DIR}" if _EMBEDDED_BROKER else CELERY_BROKER_URL
+)
+if _EMBEDDED_BROKER:
+    _RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    CELERY_QUEUE_DIR.mkdir(parents=True, exist_ok=True)
+    (VAR_DIR / "celery" / "processed").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_QUEUE_DIR),
+        "data_folder_out": str(CELERY_QUEUE_DIR),
+        "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
+CELERY_TIMEZONE = TIME_ZONE
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_RATES": {"anon_sizing": env_str("KVDASH_ANON_SIZING_RATE", "600/min")},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "kvdash API",
+    "DESCRIPTION": "Size vLLM KV-cache deployments, manage planner scenarios and read the catalog.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Anonymous reads of the catalog and stateless sizing: on in dev, off in production unless asked for.
+KVDASH_PUBLIC_SIZING = env_bool("KVDASH_PUBLIC_SIZING", not PRODUCTION)
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_CONTENT_TYPE_NOSNIFF = True
