@@ -1,0 +1,113 @@
+"""Benchmark of the sizing engine: plans per second and a one-model search over the whole catalog.
+
+Run from the repository root: ``.venv/bin/python bench/sizing.py``. The baseline, measured in the same
+run, is the plain formula (``tokens = (memory x util - weights / tp) / bytes_per_token``) over the
+same configuration grid the search walks, so the ratio says what the full vLLM rules cost on top.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from planner.sizing import (
+    PlanInputs,
+    catalog_gpus,
+    catalog_models,
+    compute_plan,
+    search_configurations,
+)
+
+SEARCH_TARGET_S = 0.100
+
+
+def _rate(label: str, inputs: PlanInputs, seconds: float = 1.0) -> float:
+    compute_plan(inputs)
+    count = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        compute_plan(inputs)
+        count += 1
+    rate = count / (time.perf_counter() - start)
+    print(f"{label:<58} {rate:10,.0f} plans/s")
+    return rate
+
+
+def _median_seconds(function, repeats: int) -> float:
+    function()
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        timings.append(time.perf_counter() - start)
+    return statistics.median(timings)
+
+
+def _baseline(inputs: PlanInputs) -> int:
+    """The naive formula over the search grid: GPU x count x tp x KV dtype."""
+    model = inputs.model
+    weights = 2 * model.num_params
+    per_token = 2 * model.num_layers * model.num_kv_heads * model.head_size
+    fitting = 0
+    for gpu in catalog_gpus().values():
+        for count in (1, 2, 4, 8):
+            tp = 1
+            while tp <= count:
+                for element in (2, 1):
+                    tokens = (gpu.memory_bytes * 0.92 - weights / tp) * tp / (per_token * element / 2)
+                    fitting += tokens >= inputs.concurrency * (inputs.max_model_len or 1)
+                tp *= 2
+    return fitting
+
+
+def main() -> None:
+    models, gpus = catalog_models(), catalog_gpus()
+    print(f"Python {sys.version.split()[0]}")
+    print("single plans (compute_plan, concurrency table included):")
+    _rate("llama-3.1-8b on h100-sxm (fits, no advice)", PlanInputs(model=models["llama-3.1-8b"], gpu=gpus["h100-sxm"]))
+    _rate(
+        "gemma-3-27b on h100-sxm (hybrid sliding window)",
+        PlanInputs(model=models["gemma-3-27b"], gpu=gpus["h100-sxm"], max_model_len=32768),
+    )
+    _rate(
+        "llama-3.1-70b on rtx-4090 (misses: advice + search)",
+        PlanInputs(model=models["llama-3.1-70b"], gpu=gpus["rtx-4090"], concurrency=8, max_model_len=32768),
+        seconds=2.0,
+    )
+
+    print(f"one-model search over the catalog ({len(gpus)} GPUs x 1,2,4,8 GPUs x tp x 2 KV dtypes):")
+    for slug, inputs in (
+        (
+            "llama-3.1-70b",
+            PlanInputs(
+                model=models["llama-3.1-70b"],
+                gpu=gpus["h100-sxm"],
+                concurrency=16,
+                max_model_len=32768,
+                target_tpot_ms=60,
+                target_ttft_ms=5000,
+                prompt_tokens=4000,
+                output_tokens=500,
+            ),
+        ),
+        (
+            "gemma-3-27b",
+            PlanInputs(model=models["gemma-3-27b"], gpu=gpus["h100-sxm"], concurrency=32, max_model_len=32768),
+        ),
+    ):
+        found = search_configurations(inputs)
+        search_s = _median_seconds(lambda inputs=inputs: search_configurations(inputs), repeats=15)
+        baseline_s = _median_seconds(lambda inputs=inputs: _baseline(inputs), repeats=15)
+        verdict = "OK" if search_s < SEARCH_TARGET_S else "SLOWER THAN TARGET"
+        print(
+            f"{slug:<16} search {search_s * 1e3:7.1f} ms (target < {SEARCH_TARGET_S * 1e3:.0f} ms: {verdict}); "
+            f"{len(found)} candidates; baseline formula {baseline_s * 1e3:6.3f} ms; ratio {search_s / baseline_s:,.0f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""kvdash's sizing engine: how much vLLM KV cache a model gets on a GPU, and what that buys.
+
+Pure Python, no Django. See docs/sizing-engine.md for the public interface.
+"""
+
+from __future__ import annotations
+
+from .advice import AdviceRow
+from .catalog import catalog_data, catalog_gpus, catalog_models
+from .errors import SizingInputError
+from .hardware import GIB, GpuSpec, custom_gpu
+from .hf_config import model_spec_from_hf_config
+from .inputs import PlanInputs
+from .model_spec import LayerGroup, ModelSpec
+from .plan import (
+    Allocation,
+    Assumption,
+    ConcurrencyRow,
+    KvCacheGroup,
+    MemoryBreakdown,
+    Plan,
+    compute_plan,
+    plan_to_dict,
+)
+from .search import Candidate, search_configurations
+from .speed import Estimates, step_time_seconds
+
+__all__ = [
+    "GIB",
+    "AdviceRow",
+    "Allocation",
+    "Assumption",
+    "Candidate",
+    "ConcurrencyRow",
+    "Estimates",
+    "GpuSpec",
+    "KvCacheGroup",
+    "LayerGroup",
+    "MemoryBreakdown",
+    "ModelSpec",
+    "Plan",
+    "PlanInputs",
+    "SizingInputError",
+    "catalog_data",
+    "catalog_gpus",
+    "catalog_models",
+    "compute_plan",
+    "custom_gpu",
+    "model_spec_from_hf_config",
+    "plan_to_dict",
+    "search_configurations",
+    "step_time_seconds",
+]

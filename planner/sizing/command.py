@@ -1,0 +1,41 @@
+"""The ``vllm serve`` command line that deploys a plan."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .inputs import PlanInputs
+
+GIB = 2**30
+
+
+def vllm_command(inputs: PlanInputs, *, data_parallel_size: int = 1) -> str:
+    """``inputs`` must have its defaults resolved (``Plan.inputs``)."""
+    model = inputs.model
+    parts = [
+        "vllm serve",
+        shlex.quote(model.hf_id or model.name),
+        f"--tensor-parallel-size {inputs.tensor_parallel_size}",
+        f"--pipeline-parallel-size {inputs.pipeline_parallel_size}",
+    ]
+    if data_parallel_size > 1:
+        parts.append(f"--data-parallel-size {data_parallel_size}")
+    parts += [f"--max-model-len {inputs.max_model_len}", f"--max-num-seqs {inputs.max_num_seqs}"]
+    if inputs.kv_cache_memory_gib is not None:
+        parts.append(f"--kv-cache-memory-bytes {round(inputs.kv_cache_memory_gib * GIB)}")
+    else:
+        parts.append(f"--gpu-memory-utilization {inputs.gpu_memory_utilization:g}")
+    # vLLM has no "fp16" cache dtype: "auto" caches in the model dtype.
+    kv_dtype = "auto" if inputs.kv_cache_dtype == "fp16" else inputs.kv_cache_dtype
+    parts += [
+        f"--kv-cache-dtype {kv_dtype}",
+        f"--block-size {inputs.block_size}",
+        f"--max-num-batched-tokens {inputs.max_num_batched_tokens}",
+    ]
+    if inputs.weight_dtype in ("bfloat16", "float16"):
+        parts.append(f"--dtype {inputs.weight_dtype}")
+    elif inputs.weight_dtype == "fp8" and model.quantization != "fp8":
+        parts.append("--quantization fp8")  # online FP8 weight quantisation of a 16-bit checkpoint
+    return " ".join(parts)

@@ -1,0 +1,133 @@
+"""KV cache arithmetic as vLLM's V1 engine does it: bytes per token, pages, groups, blocks, worst cases.
+
+Sources (vLLM repository): ``vllm/config/model.py`` (``get_num_kv_heads``, ``get_head_size``),
+``vllm/v1/kv_cache_interface.py`` (``page_size_bytes``, ``SlidingWindowSpec``,
+``ChunkedLocalAttentionSpec``), ``vllm/v1/core/kv_cache_utils.py`` (hybrid grouping,
+``estimate_max_model_len``), ``vllm/distributed/utils.py`` (``get_pp_indices``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .model_spec import ModelSpec
+
+# Bytes per cached element. int8/int4 are what-if options: vLLM has no such --kv-cache-dtype.
+KV_ELEMENT_BYTES = {
+    "bfloat16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+}
+MODEL_DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
+WHAT_IF_KV_DTYPES = ("int8", "int4")
+
+
+def kv_element_bytes(kv_cache_dtype: str, model_dtype: str) -> float:
+    """``auto`` caches in the model dtype (``vllm/config/cache.py``)."""
+    if kv_cache_dtype == "auto":
+        return MODEL_DTYPE_BYTES[model_dtype]
+    return KV_ELEMENT_BYTES[kv_cache_dtype]
+
+
+def kv_heads_per_rank(model: ModelSpec, tensor_parallel_size: int) -> int:
+    """MLA keeps one latent on every rank; otherwise heads split by tp and replicate when tp > heads."""
+    if model.attention_kind == "MLA":
+        return 1
+    return max(1, model.num_kv_heads // tensor_parallel_size)
+
+
+def kv_bytes_per_token_per_layer(model: ModelSpec, tensor_parallel_size: int, element_bytes: float) -> int:
+    """One layer, one token, one rank: ``2 * heads * head_size * e`` (K and V); MLA ``head_size * e``."""
+    heads = kv_heads_per_rank(model, tensor_parallel_size)
+    factor = 1 if model.attention_kind == "MLA" else 2
+    return math.ceil(factor * heads * model.head_size * element_bytes)
+
+
+def pipeline_stages(num_layers: int, pipeline_parallel_size: int) -> list[range]:
+    """Layer ranges per stage; leftover layers go to the stages before the last (``get_pp_indices``)."""
+    sizes = [num_layers // pipeline_parallel_size] * pipeline_parallel_size
+    for i in range(2, num_layers % pipeline_parallel_size + 2):
+        sizes[-i] += 1
+    stages = []
+    start = 0
+    for size in sizes:
+        stages.append(range(start, start + size))
+        start += size
+    return stages
+
+
+@dataclass(frozen=True)
+class StageGroups:
+    """One pipeline stage's KV cache groups.
+
+    vLLM groups a hybrid model's layers so every group has ``group_size`` layer slots: the smallest
+    attention type's layer count (or the largest, when they are within 25%); each type is split into
+    ``ceil(n / group_size)`` groups. One block holds a page for each of ``group_size`` layers, so
+    ``num_blocks = budget // (page_size * group_size)``, and every group draws from the same pool.
+    """
+
+    num_layers: int
+    group_size: int
+    groups: tuple[tuple[int, int, int], ...]  # (layer group index, layers of that kind, kv cache groups)
+
+
+def stage_groups(model: ModelSpec, layers: range) -> StageGroups:
+    counts: dict[int, int] = {}
+    for layer in layers:
+        index = model.layer_pattern[layer]
+        counts[index] = counts.get(index, 0) + 1
+    if len(counts) == 1:
+        ((index, count),) = counts.items()
+        return StageGroups(count, count, ((index, count, 1),))
+    smallest = min(counts.values())
+    largest = max(counts.values())
+    group_size = largest if largest < smallest * 1.25 else smallest
+    groups = tuple((index, count, math.ceil(count / group_size)) for index, count in sorted(counts.items()))
+    return StageGroups(len(layers), group_size, groups)
+
+
+def worst_case_blocks(kind: str, window: int | None, length: int, block_size: int, in_flight: int) -> int:
+    """Blocks one request of ``length`` tokens may hold in one group (vLLM's admission worst case)."""
+    if length <= 0:
+        return 0
+    if kind == "full" or window is None:
+        return math.ceil(length / block_size)
+    if kind == "sliding_window":
+        return math.ceil(min(window - 1 + in_flight, length) / block_size) + 1
+    return math.ceil(min(window + in_flight, length) / block_size)  # chunked_local
+
+
+def request_blocks(model: ModelSpec, stage: StageGroups, length: int, block_size: int, in_flight: int) -> int:
+    """Blocks one request of ``length`` tokens needs, summed over the stage's KV cache groups."""
+    total = 0
+    for index, _count, num_groups in stage.groups:
+        group = model.layer_groups[index]
+        total += num_groups * worst_case_blocks(group.kind, group.window, length, block_size, in_flight)
+    return total
+
+
+def max_length_for_blocks(
+    model: ModelSpec,
+    stage: StageGroups,
+    blocks: int,
+    concurrency: int,
+    block_size: int,
+    in_flight: int,
+    upper: int,
+) -> int:
+    """Largest length <= ``upper`` whose worst case times ``concurrency`` fits (``estimate_max_model_len``)."""
+    if concurrency * request_blocks(model, stage, 1, block_size, in_flight) > blocks:
+        return 0
+    low, high = 1, upper
+    while low < high:
+        middle = (low + high + 1) // 2
+        if concurrency * request_blocks(model, stage, middle, block_size, in_flight) <= blocks:
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -1,0 +1,494 @@
+"""A plan: the answer to ``PlanInputs``. Result types, ``compute_plan`` and ``plan_to_dict``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .advice import AdviceRow, advise
+from .command import vllm_command
+from .errors import SizingInputError
+from .hardware import GIB
+from .inputs import PlanInputs, resolve_inputs
+from .kv_cache import (
+    StageGroups,
+    kv_bytes_per_token_per_layer,
+    kv_element_bytes,
+    max_length_for_blocks,
+    pipeline_stages,
+    request_blocks,
+    stage_groups,
+)
+from .memory import activation_bytes, non_torch_bytes, weight_bytes
+from .speed import Estimates, SpeedModel, estimate
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """One GPU's memory, in bytes. ``requested + unrequested == total``."""
+
+    total_bytes: int
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    kv_cache_bytes: int
+    unrequested_bytes: int
+
+
+@dataclass(frozen=True)
+class ConcurrencyRow:
+    concurrency: int
+    max_context_len: int
+    kv_limited_context_len: int
+    limited_by: str  # "kv_cache" or "model"
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Sequences of ``sequence_tokens`` that fit: contiguous max_model_len reservations vs paged blocks."""
+
+    naive_sequences: int
+    paged_sequences: int
+    sequence_tokens: int
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class KvCacheGroup:
+    """vLLM's KV cache groups: ``num_groups`` groups of ``group_size`` layer slots each."""
+
+    kind: str
+    window: int | None
+    num_layers: int
+    num_groups: int
+    worst_case_blocks: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    inputs: PlanInputs
+    kv_bytes_per_token: int
+    kv_bytes_per_token_per_gpu: int
+    page_size_bytes: int
+    weights_bytes: int
+    weights_bytes_per_gpu: int
+    memory_per_gpu: MemoryBreakdown
+    kv_budget_bytes_per_gpu: int
+    num_gpu_blocks: int
+    block_size: int
+    kv_capacity_tokens: int
+    worst_case_blocks_per_request: int
+    max_concurrency: float
+    max_context_len: int
+    fits: bool
+    problems: tuple[str, ...]
+    concurrency_table: tuple[ConcurrencyRow, ...]
+    allocation: Allocation
+    estimates: Estimates
+    advice: tuple[AdviceRow, ...]
+    vllm_command: str
+    assumptions: tuple[Assumption, ...]
+    # Additions beyond docs/sizing-engine.md.
+    meets_sla: bool = True
+    warnings: tuple[str, ...] = ()
+    usable_blocks: int = 0
+    layers_per_gpu: int = 0
+    group_size: int = 0
+    kv_groups: tuple[KvCacheGroup, ...] = ()
+    in_flight_tokens: int = 0
+    data_parallel_size: int = 1
+    speed_model: SpeedModel | None = field(default=None, repr=False, compare=False)
+
+
+TABLE_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SOURCE_KV = "vllm/v1/kv_cache_interface.py (page_size_bytes); vllm/config/model.py (get_num_kv_heads)"
+SOURCE_BUDGET = "vllm/v1/worker/gpu_worker.py (determine_available_memory)"
+SOURCE_BLOCKS = "vllm/v1/core/kv_cache_utils.py (hybrid grouping, estimate_max_model_len)"
+
+
+def _pow2_floor(value: int) -> int:
+    return 1 << (value.bit_length() - 1) if value > 0 else 0
+
+
+@dataclass(frozen=True)
+class _Stage:
+    groups: StageGroups
+    num_blocks: int
+    worst_case: int
+
+
+def _kv_limited_length(
+    inputs: PlanInputs, stage: StageGroups, blocks: int, concurrency: int, in_flight: int, upper: int
+) -> int:
+    model = inputs.model
+    block_size = inputs.block_size
+    assert block_size is not None
+    if all(model.layer_groups[index].kind == "full" for index, _, _ in stage.groups):
+        # Full attention only: c * groups * ceil(T / bs) <= blocks, solved directly.
+        num_groups = sum(groups for _, _, groups in stage.groups)
+        return min(upper, (blocks // (concurrency * num_groups)) * block_size)
+    return max_length_for_blocks(model, stage, blocks, concurrency, block_size, in_flight, upper)
+
+
+def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
+    """(prompt, output, decode context) tokens of a typical request; unset lengths mean a full-length request."""
+    assert inputs.max_model_len is not None
+    output = inputs.output_tokens or 0
+    prompt = inputs.prompt_tokens if inputs.prompt_tokens is not None else max(1, inputs.max_model_len - output)
+    context = min(inputs.max_model_len, prompt + output // 2)
+    return prompt, output, context
+
+
+def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
+    """The plan without advice (``compute_plan`` adds advice; ``search`` uses this directly)."""
+    resolved = resolve_inputs(inputs)
+    inputs = resolved.inputs
+    rules = resolved.rules
+    model, gpu = inputs.model, inputs.gpu
+    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
+    block_size = inputs.block_size
+    max_len = inputs.max_model_len
+    batched = inputs.max_num_batched_tokens
+    utilization = inputs.gpu_memory_utilization
+    assert block_size is not None and max_len is not None and batched is not None and utilization is not None
+    assert inputs.max_num_seqs is not None
+    assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
+    assumptions += [Assumption("model", note, "config.json") for note in model.notes]
+    warnings = list(resolved.warnings)
+    replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
+
+    # Per-token KV bytes.
+    element = kv_element_bytes(inputs.kv_cache_dtype, model.dtype)
+    per_layer = kv_bytes_per_token_per_layer(model, tp, element)
+    stages_layers = pipeline_stages(model.num_layers, pp)
+    kv_per_gpu = per_layer * max(len(layers) for layers in stages_layers)
+    kv_whole = per_layer * model.num_layers * tp
+    page_size = per_layer * block_size
+    assumptions.append(
+        Assumption(
+            "kv_bytes_per_element",
+            f"{element:g} ({inputs.kv_cache_dtype}, model {model.dtype})",
+            "vllm/config/cache.py (auto = model dtype)",
+        )
+    )
+    if model.attention_kind != "MLA" and tp > model.num_kv_heads:
+        warnings.append(
+            f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
+            f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
+        )
+
+    # Memory per GPU.
+    ranks = tp * pp
+    if inputs.weights_gib is not None:
+        weights_total = round(inputs.weights_gib * GIB)
+        weights = weight_bytes(model, "auto")
+        expert_share = weights.routed_experts / weights.total if weights.total else 0.0
+        weights_expert = round(weights_total * expert_share)
+        assumptions.append(Assumption("weights", f"{inputs.weights_gib:g} GiB", "given (weights_gib)"))
+    else:
+        weights = weight_bytes(model, inputs.weight_dtype)
+        weights_total, weights_expert = weights.total, weights.routed_experts
+        count_source = "estimated from config shapes" if model.params_estimated else "catalog / given"
+        assumptions.append(
+            Assumption(
+                "weights",
+                f"{weights_total / GIB:.2f} GiB: {model.num_params / 1e9:.3f}B parameters, {weights.description}",
+                f"parameter count {count_source}",
+            )
+        )
+    weights_per_gpu = math.ceil(weights_total / ranks)
+    assumptions.append(
+        Assumption("weights_per_gpu", "whole model / (tp x pp)", "even split; embeddings are vocab-parallel")
+    )
+    if inputs.activation_gib is not None:
+        activation = round(inputs.activation_gib * GIB)
+    else:
+        activation = activation_bytes(
+            model,
+            tensor_parallel_size=tp,
+            max_num_batched_tokens=batched,
+            max_num_seqs=inputs.max_num_seqs,
+            rules=rules,
+        )
+        assumptions.append(
+            Assumption(
+                "activation_peak",
+                f"{activation / GIB:.2f} GiB (estimate for {batched} batched tokens, {inputs.max_num_seqs} seqs)",
+                "planner/sizing/memory.py, calibrated to measured H100 runs (llm-d planner; vLLM 0.19 and older)",
+            )
+        )
+    if inputs.non_torch_gib is not None:
+        non_torch = round(inputs.non_torch_gib * GIB)
+    else:
+        non_torch = non_torch_bytes(tensor_parallel_size=tp, rules=rules)
+        assumptions.append(
+            Assumption(
+                "non_torch_memory",
+                f"{non_torch / GIB:.2f} GiB",
+                "measured: 0.25 GiB at tp 1 (vLLM 0.19; 0.13 older), ~2.1 GiB at tp 2-4",
+            )
+        )
+    total = gpu.memory_bytes
+    assumptions.append(
+        Assumption("gpu_memory_total", f"{total / GIB:.2f} GiB", gpu.memory_note or "CUDA-visible total (given)")
+    )
+    fixed = weights_per_gpu + activation + non_torch
+    if inputs.kv_cache_memory_gib is not None:
+        kv_budget = round(inputs.kv_cache_memory_gib * GIB)
+        requested = fixed + kv_budget
+        assumptions.append(
+            Assumption("kv_cache_memory", f"{inputs.kv_cache_memory_gib:g} GiB per GPU", "--kv-cache-memory-bytes")
+        )
+    else:
+        requested = math.ceil(total * utilization)
+        kv_budget = requested - fixed
+    kv_alloc = max(0, kv_budget)
+    memory = MemoryBreakdown(
+        total_bytes=total,
+        requested_bytes=requested,
+        weights_bytes=weights_per_gpu,
+        activation_bytes=activation,
+        non_torch_bytes=non_torch,
+        kv_cache_bytes=kv_alloc,
+        unrequested_bytes=total - requested,
+    )
+
+    # Blocks and worst cases, per pipeline stage; the engine takes the minimum blocks across ranks.
+    if rules.async_in_flight:
+        in_flight = batched * (2 if pp == 1 else pp)
+        in_flight_source = "max_concurrent_batches x max_num_batched_tokens (2 with async scheduling at pp 1)"
+    else:
+        in_flight = batched
+        in_flight_source = f"max_num_batched_tokens (engine {rules.label}, before async scheduling)"
+    if model.is_hybrid or model.layer_groups[0].kind != "full":
+        assumptions.append(Assumption("in_flight_tokens", str(in_flight), in_flight_source))
+    stages = []
+    for layers in stages_layers:
+        groups = stage_groups(model, layers)
+        blocks = kv_alloc // (page_size * groups.group_size) if page_size else 0
+        stages.append(_Stage(groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight)))
+    num_blocks = min(stage.num_blocks for stage in stages)
+    binding = max(stages, key=lambda stage: stage.worst_case)
+    worst_case = binding.worst_case
+    max_concurrency = num_blocks / worst_case if worst_case else 0.0
+    capacity = num_blocks * block_size
+    usable = max(0, num_blocks - 1)
+    kv_groups = tuple(
+        KvCacheGroup(
+            kind=model.layer_groups[index].kind,
+            window=model.layer_groups[index].window,
+            num_layers=count,
+            num_groups=num_groups,
+            worst_case_blocks=num_groups
+            * request_blocks(
+                model,
+                StageGroups(count, binding.groups.group_size, ((index, count, 1),)),
+                max_len,
+                block_size,
+                in_flight,
+            ),
+        )
+        for index, count, num_groups in binding.groups.groups
+    )
+
+    # Longest context per concurrency.
+    cap = model.max_position_embeddings
+    upper = max(cap, capacity)
+    concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
+    rows = []
+    for concurrency in concurrencies:
+        kv_limited = _kv_limited_length(inputs, binding.groups, num_blocks, concurrency, in_flight, upper)
+        length = min(kv_limited, cap)
+        if inputs.context_rounding == "pow2":
+            length = _pow2_floor(length)
+        rows.append(ConcurrencyRow(concurrency, length, kv_limited, "model" if kv_limited >= cap else "kv_cache"))
+    target_row = next(row for row in rows if row.concurrency == replica_concurrency)
+    if inputs.context_rounding == "pow2":
+        assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
+
+    # Fit.
+    problems: list[str] = []
+    available = min(requested, total)
+    if fixed > available:
+        problems.append(
+            f"Weights ({weights_per_gpu / GIB:.2f} GiB per GPU), activations ({activation / GIB:.2f} GiB) and "
+            f"non-torch memory ({non_torch / GIB:.2f} GiB) need {fixed / GIB:.2f} GiB, more than the "
+            f"{available / GIB:.2f} GiB available per GPU."
+        )
+    elif requested > total:
+        problems.append(f"The KV cache asked for does not fit: {requested / GIB:.2f} of {total / GIB:.2f} GiB.")
+    elif num_blocks < 1:
+        problems.append("No memory left for the KV cache blocks: raise gpu_memory_utilization or use more GPUs.")
+    elif worst_case > num_blocks:
+        estimated = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len)
+        needed = worst_case * page_size * binding.groups.group_size
+        problems.append(
+            f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
+            f"{needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({kv_alloc / GIB:.2f} GiB). Based on the available memory, the estimated maximum model length is "
+            f"{estimated}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len`."
+        )
+    elif max_concurrency < replica_concurrency:
+        problems.append(
+            f"Only {max_concurrency:.2f} requests of {max_len:,} tokens fit at once, not {replica_concurrency}; "
+            f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
+            "tokens."
+        )
+    fits = not problems
+
+    # Allocation: contiguous max_model_len reservations vs paged blocks.
+    prompt, output, context = _typical_request(inputs)
+    sequence = min(max_len, max(1, prompt + output))
+    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight)
+    shared_blocks = 0
+    if inputs.shared_prefix_tokens:
+        full_groups = sum(g for index, _, g in binding.groups.groups if model.layer_groups[index].kind == "full")
+        shared_blocks = min(per_sequence - 1, (inputs.shared_prefix_tokens // block_size) * full_groups)
+    paged = (usable - shared_blocks) // (per_sequence - shared_blocks) if usable > shared_blocks else 0
+    allocation = Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
+
+    # Speed.
+    stage_kinds: dict[int, int] = {}
+    for layer in max(stages_layers, key=len):
+        index = model.layer_pattern[layer]
+        stage_kinds[index] = stage_kinds.get(index, 0) + 1
+    qk_width = model.num_attention_heads * (
+        (model.kv_lora_rank or 0) // 4 + (model.qk_rope_head_dim or 0)
+        if model.attention_kind == "MLA"
+        else model.head_size
+    )
+    speed_model = SpeedModel(
+        bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
+        flops_per_s=gpu.bf16_tflops * 1e12,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        dense_weight_bytes=(weights_total - weights_expert) / ranks,
+        expert_weight_bytes=weights_expert / ranks,
+        num_experts=model.num_experts,
+        experts_per_token=model.num_experts_per_tok,
+        active_params=model.num_active_params,
+        kv_bytes_per_token_per_layer=per_layer,
+        kv_layers=tuple((count, model.layer_groups[index].window) for index, count in stage_kinds.items()),
+        attention_layers=tuple((group.num_layers, group.window) for group in model.layer_groups),
+        attention_width=qk_width,
+    )
+    ttft_prompt = max(0, prompt - (inputs.shared_prefix_tokens or 0))
+    estimates = estimate(
+        speed_model,
+        concurrency=replica_concurrency,
+        context_tokens=context,
+        prompt_tokens=ttft_prompt,
+        data_parallel_size=resolved.data_parallel_size,
+    )
+    if inputs.prompt_tokens is None or inputs.output_tokens is None:
+        assumptions.append(
+            Assumption(
+                "typical_request",
+                f"{prompt} prompt + {output} output tokens",
+                "unset lengths: a request of max_model_len tokens (worst case)",
+            )
+        )
+    assumptions.append(Assumption("speed", estimates.label, "planner/sizing/speed.py"))
+    sla_problems = []
+    if inputs.target_tpot_ms is not None and estimates.tpot_ms > inputs.target_tpot_ms:
+        sla_problems.append(
+            f"Estimated TPOT {estimates.tpot_ms:.1f} ms at concurrency {replica_concurrency} misses the "
+            f"{inputs.target_tpot_ms:g} ms target."
+        )
+    if inputs.target_ttft_ms is not None and estimates.prefill_ttft_ms > inputs.target_ttft_ms:
+        sla_problems.append(
+            f"Estimated prefill TTFT {estimates.prefill_ttft_ms:.1f} ms for {ttft_prompt} tokens misses the "
+            f"{inputs.target_ttft_ms:g} ms target."
+        )
+
+    return Plan(
+        inputs=inputs,
+        kv_bytes_per_token=kv_whole,
+        kv_bytes_per_token_per_gpu=kv_per_gpu,
+        page_size_bytes=page_size,
+        weights_bytes=weights_total,
+        weights_bytes_per_gpu=weights_per_gpu,
+        memory_per_gpu=memory,
+        kv_budget_bytes_per_gpu=kv_budget,
+        num_gpu_blocks=num_blocks,
+        block_size=block_size,
+        kv_capacity_tokens=capacity,
+        worst_case_blocks_per_request=worst_case,
+        max_concurrency=max_concurrency,
+        max_context_len=target_row.max_context_len,
+        fits=fits,
+        problems=tuple(problems + sla_problems),
+        concurrency_table=tuple(rows),
+        allocation=allocation,
+        estimates=estimates,
+        advice=(),
+        vllm_command=vllm_command(inputs, data_parallel_size=resolved.data_parallel_size),
+        assumptions=tuple(assumptions),
+        meets_sla=fits and not sla_problems,
+        warnings=tuple(warnings),
+        usable_blocks=usable,
+        layers_per_gpu=binding.groups.num_layers,
+        group_size=binding.groups.group_size,
+        kv_groups=kv_groups,
+        in_flight_tokens=in_flight,
+        data_parallel_size=resolved.data_parallel_size,
+        speed_model=speed_model,
+    )
+
+
+def _replan(inputs: PlanInputs) -> Plan | None:
+    try:
+        return _build_plan(inputs, table=False)
+    except SizingInputError:
+        return None
+
+
+def compute_plan(inputs: PlanInputs) -> Plan:
+    """Size ``inputs``: KV cache per GPU, blocks, concurrency, fit, speed estimates and advice.
+
+    ``concurrency`` counts requests across the deployment; with ``gpu_count`` above ``tp x pp`` the
+    replicas split it, and block counts, the concurrency table and TPOT are per replica.
+    Raises ``SizingInputError`` naming every bad input field.
+    """
+    plan = _build_plan(inputs)
+    if plan.meets_sla:
+        return plan
+    from .catalog import catalog_gpus
+    from .search import search_configurations
+
+    advice = advise(
+        plan,
+        requested=inputs,
+        replan=_replan,
+        search=search_configurations,
+        gpus=tuple(catalog_gpus().values()),
+    )
+    return dataclasses.replace(plan, advice=advice)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as JSON-ready nested dicts and lists (the REST API's response body)."""
+    data = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name != "speed_model"}
+    data = {key: dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value for key, value in data.items()}
+    for key in ("concurrency_table", "advice", "assumptions", "kv_groups"):
+        data[key] = [dataclasses.asdict(row) for row in getattr(plan, key)]
+    return _jsonable(data)

@@ -1,0 +1,72 @@
+"""Checks shared by every entry point: numbers that must be finite, positive, integral, in range.
+
+Each helper records a message in an ``errors`` dict under the caller's field name instead of raising,
+so one ``SizingInputError`` can list every bad field at once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_MISSING = object()
+
+
+def as_int(
+    errors: dict[str, str],
+    field: str,
+    value: Any,
+    *,
+    minimum: int = 1,
+    maximum: int = 2**31,
+) -> int | None:
+    """``value`` as an int in ``[minimum, maximum]``; integral floats (JSON ``4096.0``) are accepted."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        errors[field] = f"must be an integer, got {type(value).__name__}"
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            errors[field] = f"must be an integer, got {value!r}"
+            return None
+        value = int(value)
+    if value < minimum:
+        errors[field] = f"must be at least {minimum}, got {value}"
+        return None
+    if value > maximum:
+        errors[field] = f"must be at most {maximum}, got {value}"
+        return None
+    return int(value)
+
+
+def as_float(
+    errors: dict[str, str],
+    field: str,
+    value: Any,
+    *,
+    minimum: float = 0.0,
+    maximum: float = math.inf,
+    inclusive_minimum: bool = True,
+) -> float | None:
+    """``value`` as a finite float in the range; bools, strings, NaN and infinities are rejected."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        errors[field] = f"must be a number, got {type(value).__name__}"
+        return None
+    value = float(value)
+    if not math.isfinite(value):
+        errors[field] = f"must be a finite number, got {value!r}"
+        return None
+    if value < minimum or (value == minimum and not inclusive_minimum):
+        bound = "at least" if inclusive_minimum else "greater than"
+        errors[field] = f"must be {bound} {minimum:g}, got {value:g}"
+        return None
+    if value > maximum:
+        errors[field] = f"must be at most {maximum:g}, got {value:g}"
+        return None
+    return value
+
+
+def as_choice(errors: dict[str, str], field: str, value: Any, choices: tuple[str, ...]) -> str | None:
+    if not isinstance(value, str) or value not in choices:
+        errors[field] = f"must be one of {', '.join(choices)}; got {value!r}"
+        return None
+    return value
