@@ -41,7 +41,8 @@ format: install
 test: install chromium lint
 	$(MANAGE) makemigrations --check --dry-run
 	$(MANAGE) check
-	$(BIN)/python -m pytest
+	@# Tests get their own var/ so they never share the SQLite file or the broker queue with `make run`.
+	KVDASH_VAR_DIR=$${KVDASH_VAR_DIR:-$$(mktemp -d)/var} $(BIN)/python -m pytest
 
 bench: install
 	@set -e; for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script; done

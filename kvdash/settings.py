@@ -101,6 +101,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Serve straight from the finders when collectstatic has not run (make run, tests, benchmarks).
+WHITENOISE_USE_FINDERS = True
 # plotly.js comes from the installed plotly package, never a CDN: the dashboard must work air-gapped.
 import plotly as _plotly  # noqa: E402
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from kvdash.tasks import ping
 
@@ -16,10 +17,25 @@ ROOT = Path(__file__).resolve().parents[2]
 def worker():
     """A real Celery worker process on the configured broker (Redis in CI, the filesystem transport here)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "kvdash", "worker", "--pool", "solo", "-l", "WARNING",
-         "-n", f"test-{os.getpid()}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "kvdash",
+            "worker",
+            "--pool",
+            "solo",
+            "-l",
+            "WARNING",
+            "-n",
+            f"test-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
         cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "kvdash.settings"},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "kvdash.settings", "KVDASH_VAR_DIR": str(settings.VAR_DIR)},
     )
     yield process
     process.terminate()

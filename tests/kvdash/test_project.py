@@ -16,6 +16,7 @@ def test_manage_check_reports_no_issues(capsys):
     assert "no issues" in capsys.readouterr().out
 
 
+@pytest.mark.django_db
 def test_migrations_are_committed_for_every_model_change():
     call_command("makemigrations", "--check", "--dry-run", verbosity=0)
 
@@ -31,7 +32,12 @@ def test_home_page_has_the_navigation(client):
     response = client.get("/")
     assert response.status_code == 200
     html = response.content.decode()
-    for label, href in [("Planner", "/planner/"), ("Monitor", "/monitor/"), ("API docs", "/api/docs/"), ("Admin", "/admin/")]:
+    for label, href in [
+        ("Planner", "/planner/"),
+        ("Monitor", "/monitor/"),
+        ("API docs", "/api/docs/"),
+        ("Admin", "/admin/"),
+    ]:
         assert f'href="{href}"' in html
         assert label in html
 

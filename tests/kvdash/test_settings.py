@@ -33,10 +33,17 @@ def test_database_url_selects_postgresql_through_psycopg3():
 def test_without_database_url_the_default_is_a_sqlite_file_under_var():
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     result = subprocess.run(
-        [sys.executable, "-c", "import django,os;django.setup();from django.db import connection as c;"
-         "print(c.vendor, c.settings_dict['NAME'])"],
-        cwd=ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "kvdash.settings", "KVDASH_VAR_DIR": "/tmp/kvdash-var-x"},
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import django,os;django.setup();from django.db import connection as c;"
+            "print(c.vendor, c.settings_dict['NAME'])",
+        ],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "kvdash.settings", "KVDASH_VAR_DIR": "/tmp/kvdash-var-x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     vendor, name = result.stdout.split()
@@ -63,8 +70,11 @@ def test_production_refuses_to_start_without_a_real_secret_key():
     env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
     result = subprocess.run(
         [sys.executable, "-c", "import django;django.setup()"],
-        cwd=ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "kvdash.settings", "KVDASH_ENV": "production"},
-        capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "kvdash.settings", "KVDASH_ENV": "production"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode != 0
     assert "SECRET_KEY" in result.stderr
