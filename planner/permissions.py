@@ -18,7 +18,9 @@ def is_planner(user: AbstractBaseUser | AnonymousUser) -> bool:
 
 
 def can_edit_scenario(user: AbstractBaseUser | AnonymousUser, scenario: Scenario) -> bool:
-    return is_planner(user) and (scenario.owner_id == user.pk or user.is_staff or user.has_perm("planner.change_scenario"))
+    return is_planner(user) and (
+        scenario.owner_id == user.pk or user.is_staff or user.has_perm("planner.change_scenario")
+    )
 
 
 def can_delete_scenario(user: AbstractBaseUser | AnonymousUser, scenario: Scenario) -> bool:

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
-from planner.models import SCENARIO_INPUT_FIELDS, GIB, GpuProfile, ModelProfile, Scenario
+from planner.models import GIB, SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
 from planner.sizing import GpuSpec, Plan, PlanInputs, catalog_data, catalog_gpus, compute_plan
 
 

@@ -43,7 +43,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         for name, command in commands.items():
             self.stdout.write(f"starting {name}: {' '.join(command[1:])}")
-            children[name] = subprocess.Popen(command)  # noqa: S603 - our own interpreter and arguments
+            children[name] = subprocess.Popen(command)
         self.stdout.write(self.style.SUCCESS(f"kvdash is up on http://{host}:{port}/ — Ctrl-C stops everything"))
         try:
             while not stopping:
