@@ -136,6 +136,7 @@ if _EMBEDDED_BROKER:
         "data_folder_in": str(CELERY_QUEUE_DIR),
         "data_folder_out": str(CELERY_QUEUE_DIR),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
 else:
