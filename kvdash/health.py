@@ -28,8 +28,12 @@ def check_broker(timeout: float = 2.0) -> Check:
     from kvdash.celery import app
 
     try:
-        with app.connection_for_write() as conn:
+        with app.connection_for_write(connect_timeout=timeout) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
+            # Kombu's Redis transport connects lazily: ping, or a dead Redis would look healthy.
+            client = getattr(conn.default_channel, "client", None)
+            if client is not None and hasattr(client, "ping"):
+                client.ping()
             transport = conn.transport_cls
         return Check("broker", True, str(transport))
     except Exception as exc:  # kombu raises several families of errors; all mean "down"

@@ -25,12 +25,13 @@ def test_healthz_is_200_when_database_and_broker_answer(client):
 
 @pytest.mark.django_db
 def test_healthz_is_503_naming_the_broker_when_it_does_not_answer(client):
-    saved = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    saved = app.conf.broker_url, app.conf.broker_write_url
+    # Nothing listens on port 1. Celery also fills broker_write_url from CELERY_BROKER_URL: set both.
+    app.conf.broker_url = app.conf.broker_write_url = "redis://127.0.0.1:1/0"
     try:
         response = client.get("/healthz")
     finally:
-        app.conf.broker_url = saved
+        app.conf.broker_url, app.conf.broker_write_url = saved
     assert response.status_code == 503
     body = response.json()
     assert body["failing"] == ["broker"]
