@@ -452,27 +452,30 @@ def _replan(inputs: PlanInputs) -> Plan | None:
         return None
 
 
-def compute_plan(inputs: PlanInputs) -> Plan:
+def compute_plan(inputs: PlanInputs, *, advice: bool = True) -> Plan:
     """Size ``inputs``: KV cache per GPU, blocks, concurrency, fit, speed estimates and advice.
+
+    ``advice=False`` skips the advice (and its catalog search) for callers that only need the figures,
+    such as a list of many scenarios.
 
     ``concurrency`` counts requests across the deployment; with ``gpu_count`` above ``tp x pp`` the
     replicas split it, and block counts, the concurrency table and TPOT are per replica.
     Raises ``SizingInputError`` naming every bad input field.
     """
     plan = _build_plan(inputs)
-    if plan.meets_sla:
+    if plan.meets_sla or not advice:
         return plan
     from .catalog import catalog_gpus
     from .search import search_configurations
 
-    advice = advise(
+    rows = advise(
         plan,
         requested=inputs,
         replan=_replan,
         search=search_configurations,
         gpus=tuple(catalog_gpus().values()),
     )
-    return dataclasses.replace(plan, advice=advice)
+    return dataclasses.replace(plan, advice=rows)
 
 
 def _jsonable(value: Any) -> Any:

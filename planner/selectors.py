@@ -1,0 +1,281 @@
+"""Reads for the planner pages: scenario queries, each scenario's plan (or why there is none), and the
+figures and sentences the templates show. Templates only print what these return."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from planner.models import GIB, SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
+from planner.sizing import ModelSpec, Plan, PlanInputs, SizingInputError, compute_plan
+
+EXPORT_FORMAT = "kvdash-scenario"
+EXPORT_VERSION = 1
+SCENARIOS_PER_PAGE = 50
+COMPARE_MIN, COMPARE_MAX = 2, 4
+SCENARIO_SORTS = {
+    "-updated": ("-updated", "-pk"),
+    "updated": ("updated", "pk"),
+    "name": ("name", "pk"),
+}
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """A scenario's plan, or the engine's reasons for refusing its stored inputs (never an exception)."""
+
+    plan: Plan | None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fits(self) -> bool:
+        return self.plan is not None and self.plan.fits
+
+
+@dataclass(frozen=True)
+class ScenarioRow:
+    scenario: Scenario
+    outcome: PlanOutcome
+    headline: Headline | None
+    gpus: str
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The answer first: does it fit, and with how much to spare or what is missing."""
+
+    fits: bool
+    text: str
+    details: tuple[str, ...] = ()
+
+
+def scenario_queryset() -> QuerySet[Scenario]:
+    # Every page shows the model, the GPU and the owner of each scenario: one join, not N queries.
+    return Scenario.objects.select_related("model", "gpu", "owner")
+
+
+def scenario_list(*, search: str = "", model_slug: str = "", gpu_slug: str = "", sort: str = "-updated"):
+    scenarios = scenario_queryset()
+    if search:
+        scenarios = scenarios.filter(
+            Q(name__icontains=search)
+            | Q(notes__icontains=search)
+            | Q(model__name__icontains=search)
+            | Q(gpu__name__icontains=search)
+        )
+    if model_slug:
+        scenarios = scenarios.filter(model__slug=model_slug)
+    if gpu_slug:
+        scenarios = scenarios.filter(gpu__slug=gpu_slug)
+    return scenarios.order_by(*SCENARIO_SORTS.get(sort, SCENARIO_SORTS["-updated"]))
+
+
+def scenarios_by_ids(*, ids: Sequence[int]) -> list[Scenario]:
+    """The scenarios in the order asked for; unknown ids are dropped."""
+    found = {s.pk: s for s in scenario_queryset().filter(pk__in=ids)}
+    return [found[pk] for pk in dict.fromkeys(ids) if pk in found]
+
+
+def model_choices() -> QuerySet[ModelProfile]:
+    return ModelProfile.objects.only("slug", "name", "is_catalog").order_by("name")
+
+
+def gpu_choices() -> QuerySet[GpuProfile]:
+    return GpuProfile.objects.only("slug", "name").order_by("name")
+
+
+def model_profiles() -> QuerySet[ModelProfile]:
+    return ModelProfile.objects.select_related("created_by").order_by("-is_catalog", "name")
+
+
+def scenario_outcome(
+    *,
+    scenario: Scenario,
+    specs: dict[int, ModelSpec | SizingInputError] | None = None,
+    advice: bool = True,
+) -> PlanOutcome:
+    """The plan from the stored inputs; ``specs`` caches parsed model configs across a page of rows."""
+    specs = {} if specs is None else specs
+    spec = specs.get(scenario.model_id)
+    if spec is None:
+        try:
+            spec = scenario.model.spec()
+        except SizingInputError as error:
+            spec = error
+        specs[scenario.model_id] = spec
+    if isinstance(spec, SizingInputError):
+        return PlanOutcome(plan=None, errors={"model": f"{scenario.model}: {spec}"})
+    try:
+        inputs = PlanInputs(
+            model=spec,
+            gpu=scenario.gpu.spec(),
+            **{name: getattr(scenario, name) for name in SCENARIO_INPUT_FIELDS},
+        )
+        return PlanOutcome(plan=compute_plan(inputs, advice=advice))
+    except SizingInputError as error:
+        return PlanOutcome(plan=None, errors=dict(error.errors))
+
+
+def scenario_rows(*, scenarios: Iterable[Scenario]) -> list[ScenarioRow]:
+    """Each scenario with its plan (without advice), headline and GPUs, for the list and compare pages."""
+    specs: dict[int, ModelSpec | SizingInputError] = {}
+    rows = []
+    for scenario in scenarios:
+        outcome = scenario_outcome(scenario=scenario, specs=specs, advice=False)
+        headline = plan_headline(plan=outcome.plan) if outcome.plan else None
+        gpus = _gpus_label(outcome.plan) if outcome.plan else scenario_gpus_label(scenario=scenario)
+        rows.append(ScenarioRow(scenario=scenario, outcome=outcome, headline=headline, gpus=gpus))
+    return rows
+
+
+def tokens_label(tokens: int) -> str:
+    """Contexts as people quote them: 32768 -> "32K", 131072 -> "128K", 1000 -> "1,000"."""
+    if tokens >= 1024 and tokens % 1024 == 0:
+        return f"{tokens // 1024:,}K"
+    return f"{tokens:,}"
+
+
+def gib_label(num_bytes: float) -> str:
+    return f"{num_bytes / GIB:,.1f} GiB"
+
+
+def _sequences(n: int) -> str:
+    return f"{n:,} sequence" if n == 1 else f"{n:,} sequences"
+
+
+def _short_gpu_name(name: str) -> str:
+    for prefix in ("NVIDIA GeForce ", "NVIDIA "):
+        name = name.removeprefix(prefix)
+    return name
+
+
+def _gpus_label(plan: Plan) -> str:
+    count = plan.inputs.gpu_count or plan.inputs.tensor_parallel_size * plan.inputs.pipeline_parallel_size
+    return f"{count}× {_short_gpu_name(plan.inputs.gpu.name)}"
+
+
+def scenario_gpus_label(*, scenario: Scenario) -> str:
+    """The GPUs a scenario asks for, without a plan (tp × pp when the count is left blank)."""
+    count = scenario.gpu_count or scenario.tensor_parallel_size * scenario.pipeline_parallel_size
+    return f"{count}× {_short_gpu_name(scenario.gpu.name)}"
+
+
+def spare_kv_bytes_per_gpu(plan: Plan) -> float:
+    """KV budget left per GPU once each replica's share of ``concurrency`` holds worst-case blocks."""
+    if plan.max_concurrency <= 0:
+        return 0.0
+    per_replica = math.ceil(plan.inputs.concurrency / max(plan.data_parallel_size, 1))
+    used = min(1.0, per_replica / plan.max_concurrency)
+    return plan.kv_budget_bytes_per_gpu * (1.0 - used)
+
+
+def plan_headline(*, plan: Plan) -> Headline:
+    inputs = plan.inputs
+    ask = f"{_sequences(inputs.concurrency)} × {tokens_label(inputs.max_model_len or 0)} on {_gpus_label(plan)}"
+    if plan.fits:
+        return Headline(fits=True, text=f"fits: {ask}, {gib_label(spare_kv_bytes_per_gpu(plan))} spare")
+    return Headline(fits=False, text=f"does not fit: {ask}", details=tuple(plan.problems))
+
+
+def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
+    """The numbers under the headline (the live preview and the detail page)."""
+    memory = plan.memory_per_gpu
+    estimates = plan.estimates
+    return [
+        ("KV budget per GPU", gib_label(plan.kv_budget_bytes_per_gpu)),
+        ("KV capacity", f"{plan.kv_capacity_tokens:,} tokens"),
+        ("GPU blocks", f"{plan.num_gpu_blocks:,} × {plan.block_size} tokens"),
+        (f"Max concurrency at {tokens_label(plan.inputs.max_model_len or 0)}", f"{plan.max_concurrency:,.2f}"),
+        (f"Max context at concurrency {plan.inputs.concurrency:,}", f"{plan.max_context_len:,} tokens"),
+        ("KV per token (per GPU)", f"{plan.kv_bytes_per_token_per_gpu:,} B"),
+        ("Weights per GPU", gib_label(plan.weights_bytes_per_gpu)),
+        ("Activation + non-torch", gib_label(memory.activation_bytes + memory.non_torch_bytes)),
+        ("Decode (estimate)", f"{estimates.tokens_per_s_per_seq:,.0f} tok/s per sequence"),
+        ("TPOT / TTFT (estimate)", f"{estimates.tpot_ms:,.1f} ms / {estimates.prefill_ttft_ms:,.0f} ms"),
+    ]
+
+
+def plan_memory_rows(*, plan: Plan) -> list[tuple[str, str]]:
+    memory = plan.memory_per_gpu
+    return [
+        ("Total (CUDA-visible)", gib_label(memory.total_bytes)),
+        (f"Requested (× {plan.inputs.gpu_memory_utilization})", gib_label(memory.requested_bytes)),
+        ("Weights", gib_label(memory.weights_bytes)),
+        ("Activation peak", gib_label(memory.activation_bytes)),
+        ("Non-torch", gib_label(memory.non_torch_bytes)),
+        ("KV cache", gib_label(memory.kv_cache_bytes)),
+        ("Not requested", gib_label(memory.unrequested_bytes)),
+    ]
+
+
+def compare_rows(*, outcomes: Sequence[PlanOutcome]) -> list[tuple[str, list[str]]]:
+    """The compare table: one row per figure, one column per scenario ("—" where there is no plan)."""
+
+    def column(getter: Any) -> list[str]:
+        return [getter(o.plan) if o.plan else "—" for o in outcomes]
+
+    return [
+        ("Fits", column(lambda p: "yes" if p.fits else "no")),
+        ("GPUs", column(_gpus_label)),
+        ("tp × pp", column(lambda p: f"{p.inputs.tensor_parallel_size} × {p.inputs.pipeline_parallel_size}")),
+        ("KV cache dtype", column(lambda p: p.inputs.kv_cache_dtype)),
+        ("max_model_len", column(lambda p: f"{p.inputs.max_model_len:,}")),
+        ("Concurrency", column(lambda p: f"{p.inputs.concurrency:,}")),
+        ("KV budget per GPU", column(lambda p: gib_label(p.kv_budget_bytes_per_gpu))),
+        ("KV capacity (tokens)", column(lambda p: f"{p.kv_capacity_tokens:,}")),
+        ("Max concurrency at max_model_len", column(lambda p: f"{p.max_concurrency:,.2f}")),
+        ("Max context at concurrency", column(lambda p: f"{p.max_context_len:,}")),
+        ("Decode tok/s total (estimate)", column(lambda p: f"{p.estimates.tokens_per_s_total:,.0f}")),
+        ("TPOT (estimate)", column(lambda p: f"{p.estimates.tpot_ms:,.1f} ms")),
+        ("Price per hour", column(_price_label)),
+    ]
+
+
+def _price_label(plan: Plan) -> str:
+    price = plan.inputs.gpu.price_per_hour
+    if price is None:
+        return "—"
+    count = plan.inputs.gpu_count or plan.inputs.tensor_parallel_size * plan.inputs.pipeline_parallel_size
+    return f"${price * count:,.2f}"
+
+
+def model_shape(*, spec: ModelSpec) -> list[tuple[str, str]]:
+    """The derived shape shown back after a config.json is pasted: what the engine understood."""
+    groups = ", ".join(
+        f"{g.num_layers} {g.kind}" + (f" (window {g.window:,})" if g.window else "") for g in spec.layer_groups
+    )
+    rows = [
+        ("Attention", spec.attention_kind),
+        ("Layers", f"{spec.num_layers:,}"),
+        ("Layer groups", groups),
+        ("Attention heads", f"{spec.num_attention_heads:,}"),
+        ("KV heads (cached)", f"{spec.num_kv_heads:,}"),
+        ("Head size (cached)", f"{spec.head_size:,}"),
+        ("Hidden size", f"{spec.hidden_size:,}"),
+        ("dtype", spec.dtype),
+        ("Parameters", f"{spec.num_params / 1e9:,.2f} B" + (" (estimated)" if spec.params_estimated else "")),
+        ("Max position embeddings", f"{spec.max_position_embeddings:,}"),
+        ("Vocabulary", f"{spec.vocab_size:,}"),
+    ]
+    if spec.is_moe:
+        rows.append(("Active parameters", f"{spec.num_active_params / 1e9:,.2f} B"))
+    if spec.attention_kind == "MLA":
+        rows.append(("MLA latent", f"{spec.kv_lora_rank} + {spec.qk_rope_head_dim}"))
+    return rows
+
+
+def scenario_export_document(*, scenario: Scenario) -> dict[str, Any]:
+    """What export writes and import reads back: model and GPU by slug, inputs, name and notes."""
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "name": scenario.name,
+        "notes": scenario.notes,
+        "model": scenario.model.slug,
+        "gpu": scenario.gpu.slug,
+        "inputs": {name: getattr(scenario, name) for name in SCENARIO_INPUT_FIELDS},
+    }

@@ -1,0 +1,32 @@
+// Scenario detail: draw the server-built figures with plotly.js and copy the vllm serve command.
+(function () {
+  "use strict";
+  const data = document.getElementById("figures-data");
+  if (data && window.Plotly) {
+    const figures = JSON.parse(data.textContent);
+    for (const [id, figure] of Object.entries(figures)) {
+      const element = document.getElementById(id);
+      if (element) Plotly.newPlot(element, figure.data, figure.layout, { responsive: true, displaylogo: false });
+    }
+  }
+
+  for (const button of document.querySelectorAll("button[data-copy-target]")) {
+    button.addEventListener("click", async function () {
+      const text = document.getElementById(button.dataset.copyTarget).textContent;
+      try {
+        await navigator.clipboard.writeText(text);
+      } catch (error) {
+        // Plain-HTTP deployments have no clipboard API: select the text so Ctrl-C works.
+        const range = document.createRange();
+        range.selectNodeContents(document.getElementById(button.dataset.copyTarget));
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+        button.textContent = "Selected: press Ctrl-C";
+        return;
+      }
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = "Copy"; }, 1500);
+    });
+  }
+})();

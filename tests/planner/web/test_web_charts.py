@@ -1,0 +1,108 @@
+"""Chart data: every figure is built from the engine's numbers, and the attention variants are right."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from planner.charts import (
+    allocation_figure,
+    attention_variants,
+    context_concurrency_figure,
+    detail_figures,
+    kv_bytes_per_sequence_per_gpu,
+    kv_variants_figure,
+    memory_figure,
+)
+from planner.models import GIB
+from planner.sizing import PlanInputs, catalog_gpus, catalog_models, compute_plan
+
+
+def plan_for(model: str = "qwen3-8b", gpu: str = "rtx-4090", **inputs):
+    return compute_plan(PlanInputs(model=catalog_models()[model], gpu=catalog_gpus()[gpu], **inputs))
+
+
+def test_memory_bar_stacks_to_the_gpu_total_with_the_utilisation_line():
+    plan = plan_for(max_model_len=16384)
+    figure = memory_figure(plan=plan)
+    parts = {trace["name"]: trace["x"][0] for trace in figure["data"]}
+    assert list(parts) == ["Weights", "Activation peak", "Non-torch", "KV cache", "Free"]
+    assert sum(parts.values()) == pytest.approx(plan.memory_per_gpu.total_bytes / GIB, abs=0.01)
+    assert parts["KV cache"] == pytest.approx(plan.memory_per_gpu.kv_cache_bytes / GIB, abs=0.001)
+    lines = sorted(shape["x0"] for shape in figure["layout"]["shapes"])
+    assert lines == pytest.approx(
+        sorted([plan.memory_per_gpu.requested_bytes / GIB, plan.memory_per_gpu.total_bytes / GIB]), abs=0.001
+    )
+
+
+def test_context_curve_follows_the_concurrency_table_and_marks_the_sla_point():
+    plan = plan_for(max_model_len=32768, concurrency=4)
+    figure = context_concurrency_figure(plan=plan)
+    curve, _limit, sla = figure["data"]
+    assert curve["x"] == [row.concurrency for row in plan.concurrency_table]
+    assert curve["y"] == [row.max_context_len for row in plan.concurrency_table]
+    assert (sla["x"], sla["y"]) == ([4], [32768])
+    assert sla["marker"]["symbol"] == "x"  # missed
+
+
+def test_kv_variants_reproduce_the_seed_article_per_token_sizes():
+    plan = plan_for(max_model_len=16384)
+    figure = kv_variants_figure(plan=plan)
+    at_1k = {trace["name"]: trace["y"][0] * GIB / 1024 for trace in figure["data"] if trace["x"][0] == 1024}
+    # Qwen3 8B: 36 layers × 8 KV heads × 128 × 2 (K and V) × 2 bytes = 147,456 B per token (bf16).
+    assert at_1k["GQA (8 KV heads) (own), bf16"] == pytest.approx(147_456, rel=1e-3)
+    assert at_1k["GQA (8 KV heads) (own), fp8"] == pytest.approx(73_728, rel=1e-3)
+    assert at_1k["GQA (8 KV heads) (own), int4"] == pytest.approx(36_864, rel=1e-3)
+    assert at_1k["MHA, bf16"] == pytest.approx(4 * 147_456, rel=1e-3)  # 32 KV heads
+    assert at_1k["MLA (512+64), bf16"] == pytest.approx(36 * 576 * 2, rel=1e-3)  # one latent, no K/V factor
+    budget = figure["data"][-1]
+    assert budget["y"] == [pytest.approx(plan.kv_budget_bytes_per_gpu / GIB, abs=0.001)] * 2
+    assert len(figure["data"]) == 3 * 3 + 1
+
+
+def test_kv_per_sequence_counts_whole_blocks_and_tensor_parallel_shards():
+    plan = plan_for(max_model_len=16384)
+    model = plan.inputs.model
+    one_token = kv_bytes_per_sequence_per_gpu(model=model, plan=plan, kv_cache_dtype="bfloat16", context_tokens=1)
+    assert one_token == 16 * 147_456  # a whole block of 16 tokens
+    tp2 = plan_for(max_model_len=16384, tensor_parallel_size=2, gpu_count=2)
+    half = kv_bytes_per_sequence_per_gpu(model=model, plan=tp2, kv_cache_dtype="bfloat16", context_tokens=1024)
+    assert half == 1024 * 147_456 // 2
+
+
+def test_sliding_window_layers_stop_growing_past_their_window():
+    plan = plan_for("gemma-2-9b", "h100-sxm", max_model_len=8192)
+    model = plan.inputs.model
+    assert model.is_hybrid
+    short = kv_bytes_per_sequence_per_gpu(model=model, plan=plan, kv_cache_dtype="bfloat16", context_tokens=4096)
+    long = kv_bytes_per_sequence_per_gpu(model=model, plan=plan, kv_cache_dtype="bfloat16", context_tokens=8192)
+    assert short < long < 2 * short
+
+
+def test_variants_of_an_mla_model_and_an_mqa_model():
+    deepseek = catalog_models()["deepseek-v3"]
+    labels = [label for label, _spec in attention_variants(deepseek)]
+    assert labels == ["MHA", "GQA (8 KV heads)", "MLA (512+64) (own)"]
+    mla = dict(attention_variants(deepseek))["MLA (512+64) (own)"]
+    assert (mla.num_kv_heads, mla.head_size) == (1, 576)
+    mqa = dataclasses.replace(catalog_models()["qwen3-8b"], attention_kind="MQA", num_kv_heads=1)
+    variants = dict(attention_variants(mqa))
+    assert list(variants) == ["MHA", "GQA (8 KV heads)", "MQA (own)", "MLA (512+64)"]
+    assert variants["MHA"].num_kv_heads == 32
+
+
+def test_allocation_bars_are_the_plans_naive_and_paged_counts():
+    plan = plan_for(max_model_len=40960)
+    figure = allocation_figure(plan=plan)
+    assert figure["data"][0]["y"] == [plan.allocation.naive_sequences, plan.allocation.paged_sequences]
+
+
+@pytest.mark.parametrize("model", ["qwen3-8b", "deepseek-v2-lite", "gemma-3-27b", "gpt-oss-20b", "llama-4-scout"])
+def test_every_detail_figure_is_json_for_plotly(model):
+    plan = plan_for(model, "h200")
+    figures = detail_figures(plan=plan)
+    text = json.dumps(figures)
+    assert "NaN" not in text and "Infinity" not in text
+    assert all(figure["data"] and figure["layout"]["title"]["text"] for figure in figures.values())

@@ -1,0 +1,193 @@
+"""The detail page (headline first, then charts and tables), delete with confirmation, export and import."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.forms.models import model_to_dict
+from django.urls import reverse
+from web_factories import ScenarioFactory, UserFactory
+
+from planner.models import ModelProfile, Scenario
+from planner.selectors import scenario_export_document
+
+IMPORT = reverse("planner:scenario-import")
+
+
+def detail(pk: int) -> str:
+    return reverse("planner:scenario-detail", args=[pk])
+
+
+@pytest.mark.django_db
+def test_detail_puts_the_headline_first_then_the_charts(viewer_client, catalog):
+    scenario = ScenarioFactory(max_model_len=16384, concurrency=2)
+    response = viewer_client.get(detail(scenario.pk))
+    assert response.status_code == 200
+    body = response.content.decode()
+    headline = body.index("fits: 2 sequences × 16K on 1× RTX 4090, 1.2 GiB spare")
+    assert headline < body.index('id="chart-memory"')
+    figures = response.context["figures"]
+    assert set(figures) == {"chart-memory", "chart-context", "chart-kv-variants", "chart-allocation"}
+    assert 'id="figures-data" type="application/json"' in body
+    assert "vendor/plotly/plotly.min.js" in body
+    assert "cdn" not in body.lower()
+    assert "vllm serve Qwen/Qwen3-8B" in body
+    assert 'data-copy-target="vllm-command"' in body
+    assert "Concurrency" in body and "Advice" not in body  # a plan that fits has no advice
+
+
+@pytest.mark.django_db
+def test_a_plan_that_misses_says_what_is_missing_and_gives_advice(viewer_client, catalog):
+    scenario = ScenarioFactory(max_model_len=32768, concurrency=4)
+    body = viewer_client.get(detail(scenario.pk)).content.decode()
+    assert "does not fit: 4 sequences × 32K on 1× RTX 4090" in body
+    assert "the longest context that fits is 10,448 tokens" in body
+    assert "Advice" in body and "--kv-cache-dtype fp8" in body
+
+
+@pytest.mark.django_db
+def test_a_scenario_whose_inputs_no_longer_plan_still_displays_with_the_error(viewer_client, catalog):
+    scenario = ScenarioFactory(name="orphaned by a catalog change")
+    before = model_to_dict(Scenario.objects.get(pk=scenario.pk))
+    ModelProfile.objects.filter(slug="qwen3-8b").update(config={"model_type": "qwen3", "num_hidden_layers": 36})
+    response = viewer_client.get(detail(scenario.pk))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "orphaned by a catalog change" in body
+    assert "No plan: the stored inputs are not accepted any more" in body
+    assert "num_attention_heads" in body
+    assert "plotly.min.js" not in body
+    assert model_to_dict(Scenario.objects.get(pk=scenario.pk)) == before
+    # The list and compare pages survive it too.
+    assert viewer_client.get(reverse("planner:scenario-list")).status_code == 200
+    other = ScenarioFactory()
+    compare = viewer_client.get(reverse("planner:scenario-compare"), {"ids": [scenario.pk, other.pk]})
+    assert compare.status_code == 200
+
+
+@pytest.mark.django_db
+def test_unknown_scenarios_are_404(viewer_client, catalog):
+    assert viewer_client.get(detail(999_999)).status_code == 404
+    assert viewer_client.get(reverse("planner:scenario-export", args=[999_999])).status_code == 404
+
+
+@pytest.mark.django_db
+def test_delete_asks_first_then_deletes_for_the_owner(planner_client, planner_user, catalog):
+    scenario = ScenarioFactory(owner=planner_user, name="short-lived")
+    url = reverse("planner:scenario-delete", args=[scenario.pk])
+    confirm = planner_client.get(url)
+    assert confirm.status_code == 200
+    assert "Delete “short-lived”?" in confirm.content.decode()
+    assert Scenario.objects.filter(pk=scenario.pk).exists()
+    response = planner_client.post(url)
+    assert response.status_code == 302
+    assert not Scenario.objects.filter(pk=scenario.pk).exists()
+
+
+@pytest.mark.django_db
+def test_only_the_owner_or_staff_delete(client, catalog):
+    scenario = ScenarioFactory()
+    url = reverse("planner:scenario-delete", args=[scenario.pk])
+    client.force_login(UserFactory(username="other planner", planner=True))
+    assert client.get(url).status_code == 403
+    assert client.post(url).status_code == 403
+    assert Scenario.objects.filter(pk=scenario.pk).exists()
+    staff = UserFactory(username="staff")
+    staff.is_staff = True
+    staff.save()
+    client.force_login(staff)
+    assert client.post(url).status_code == 302
+    assert not Scenario.objects.filter(pk=scenario.pk).exists()
+
+
+@pytest.mark.django_db
+def test_detail_shows_actions_by_permission(client, catalog):
+    scenario = ScenarioFactory()
+    client.force_login(UserFactory(username="just looking"))
+    body = client.get(detail(scenario.pk)).content.decode()
+    assert reverse("planner:scenario-export", args=[scenario.pk]) in body
+    assert reverse("planner:scenario-edit", args=[scenario.pk]) not in body
+    assert reverse("planner:scenario-delete", args=[scenario.pk]) not in body
+    client.force_login(scenario.owner)
+    body = client.get(detail(scenario.pk)).content.decode()
+    assert reverse("planner:scenario-delete", args=[scenario.pk]) in body
+
+
+@pytest.mark.django_db
+def test_export_names_model_and_gpu_by_slug(viewer_client, catalog):
+    scenario = ScenarioFactory(name="exported", notes="why", kv_cache_dtype="fp8", concurrency=3)
+    response = viewer_client.get(reverse("planner:scenario-export", args=[scenario.pk]))
+    assert response["Content-Type"] == "application/json"
+    assert response["Content-Disposition"] == f'attachment; filename="scenario-{scenario.pk}.json"'
+    document = json.loads(response.content)
+    assert document["format"] == "kvdash-scenario"
+    assert (document["name"], document["notes"], document["model"], document["gpu"]) == (
+        "exported",
+        "why",
+        "qwen3-8b",
+        "rtx-4090",
+    )
+    assert document["inputs"]["kv_cache_dtype"] == "fp8"
+    assert document["inputs"]["concurrency"] == 3
+    assert document["inputs"]["gpu_count"] is None
+
+
+@pytest.mark.django_db
+def test_export_then_import_gives_the_same_scenario_owned_by_the_importer(planner_client, planner_user, catalog):
+    source = ScenarioFactory(name="round trip", notes="n", kv_cache_dtype="fp8", concurrency=3, gpu_count=2)
+    text = planner_client.get(reverse("planner:scenario-export", args=[source.pk])).content.decode()
+    response = planner_client.post(IMPORT, {"document": text})
+    assert response.status_code == 302
+    copy = Scenario.objects.exclude(pk=source.pk).get()
+    assert copy.owner == planner_user
+    assert scenario_export_document(scenario=copy) == scenario_export_document(scenario=source)
+
+
+@pytest.mark.django_db
+def test_import_accepts_an_uploaded_file(planner_client, catalog):
+    document = scenario_export_document(scenario=ScenarioFactory(name="from a file"))
+    upload = SimpleUploadedFile("s.json", json.dumps(document).encode(), content_type="application/json")
+    assert planner_client.post(IMPORT, {"file": upload}).status_code == 302
+    assert Scenario.objects.filter(name="from a file").count() == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("", "Paste the JSON or upload a file."),
+        ("{not json", "Not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"name": "x", "model": "no-such-model", "gpu": "rtx-4090"}', "model: no model with slug 'no-such-model'"),
+        ('{"name": "x", "model": "qwen3-8b", "gpu": "tpu-v9"}', "gpu: no GPU with slug 'tpu-v9'"),
+        ('{"model": "qwen3-8b", "gpu": "rtx-4090"}', "name: required"),
+        ('{"name": "x", "model": "qwen3-8b", "gpu": "rtx-4090", "inputs": {"colour": 1}}', "unknown fields colour"),
+        ('{"name": "x", "model": "qwen3-8b", "gpu": "rtx-4090", "inputs": []}', "inputs: must be an object"),
+        (
+            '{"name": "x", "model": "qwen3-8b", "gpu": "rtx-4090", "inputs": {"tensor_parallel_size": 3}}',
+            "tensor_parallel_size: 3 does not divide",
+        ),
+        (
+            '{"name": "x", "model": "qwen3-8b", "gpu": "rtx-4090", "inputs": {"concurrency": "many"}}',
+            "concurrency: Enter a whole number.",
+        ),
+        (
+            '{"name": "x", "model": "qwen3-8b", "gpu": "rtx-4090", "inputs": {"concurrency": [1]}}',
+            "concurrency: Enter a whole number.",
+        ),
+        ('{"format": "other", "name": "x", "model": "qwen3-8b", "gpu": "rtx-4090"}', "format: expected"),
+    ],
+)
+def test_import_rejects_bad_documents_with_errors_and_saves_nothing(planner_client, catalog, document, message):
+    response = planner_client.post(IMPORT, {"document": document})
+    assert response.status_code == 200
+    errors = response.context["form"].errors["document"]
+    assert any(message in error for error in errors), errors
+    assert Scenario.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_viewers_may_not_import(viewer_client, catalog):
+    assert viewer_client.get(IMPORT).status_code == 403
