@@ -1,0 +1,125 @@
+"""Where the simulator meets the planner's database: plans from saved scenarios or catalog slugs, and the
+demo scenarios the fleet is tied to (created when missing, never changed once they exist, so a planner's
+edits to them survive restarts)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from planner.models import GpuProfile, ModelProfile, Scenario
+from planner.services import catalog_load, scenario_plan
+from planner.sizing import GpuSpec, ModelSpec, Plan, PlanInputs, catalog_gpus, catalog_models, compute_plan
+
+from .fleet import FLEET_MAX_STEPS_PER_SECOND, FleetMember
+from .spec import ServerSpec
+
+DEMO_USERNAME = "demo"
+
+
+def scenario_served_model_name(*, scenario: Scenario) -> str:
+    return scenario.model.hf_id or scenario.model.slug
+
+
+def scenario_simulation_plan(*, scenario_id: int) -> tuple[Scenario, Plan]:
+    """The scenario and its freshly computed plan. Raises Scenario.DoesNotExist or SizingInputError."""
+    scenario = Scenario.objects.select_related("model", "gpu").get(pk=scenario_id)
+    return scenario, scenario_plan(scenario=scenario)
+
+
+def _model_spec(slug: str) -> tuple[ModelSpec, str] | None:
+    profile = ModelProfile.objects.filter(slug=slug).first()
+    if profile is not None:
+        return profile.spec(), profile.hf_id or profile.slug
+    spec = catalog_models().get(slug)
+    if spec is None:
+        return None
+    return spec, getattr(spec, "hf_id", None) or slug
+
+
+def _gpu_spec(slug: str) -> GpuSpec | None:
+    profile = GpuProfile.objects.filter(slug=slug).first()
+    return profile.spec() if profile is not None else catalog_gpus().get(slug)
+
+
+def slug_simulation_plan(*, model_slug: str, gpu_slug: str, inputs: dict[str, Any]) -> tuple[Plan, str]:
+    """A plan for a model and GPU named by slug (saved profiles first, then the catalog) and the served
+    model name. Raises LookupError naming the unknown slug, or SizingInputError."""
+    model = _model_spec(model_slug)
+    if model is None:
+        raise LookupError(f"model: no model with slug {model_slug!r}")
+    gpu = _gpu_spec(gpu_slug)
+    if gpu is None:
+        raise LookupError(f"gpu: no GPU with slug {gpu_slug!r}")
+    spec, served_name = model
+    return compute_plan(PlanInputs(model=spec, gpu=gpu, **inputs)), served_name
+
+
+def demo_user_ensure() -> AbstractBaseUser:
+    """The owner of the demo scenarios; it cannot log in (no usable password)."""
+    user, created = get_user_model().objects.get_or_create(
+        username=DEMO_USERNAME, defaults={"email": "demo@example.com"}
+    )
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+@transaction.atomic
+def demo_scenario_ensure(*, name: str, model_slug: str, gpu_slug: str, inputs: dict[str, Any], notes: str) -> Scenario:
+    """The demo scenario called ``name`` owned by the demo user, created (catalog loaded first if needed)
+    when missing. An existing one is returned as it is: the fleet follows whatever the planner saved."""
+    owner = demo_user_ensure()
+    existing = Scenario.objects.filter(name=name, owner=owner).order_by("pk").first()
+    if existing is not None:
+        return existing
+    have_model = ModelProfile.objects.filter(slug=model_slug).exists()
+    if not (have_model and GpuProfile.objects.filter(slug=gpu_slug).exists()):
+        catalog_load()
+    return Scenario.objects.create(
+        name=name,
+        owner=owner,
+        model=ModelProfile.objects.get(slug=model_slug),
+        gpu=GpuProfile.objects.get(slug=gpu_slug),
+        notes=notes,
+        **inputs,
+    )
+
+
+def demo_fleet_specs(
+    *, members: Sequence[FleetMember], base_port: int, host: str = "127.0.0.1", time_scale: float = 1.0
+) -> list[ServerSpec]:
+    """One server spec per demo member on consecutive ports, each tied to its saved scenario (created if
+    missing) and sized by that scenario's current plan. Raises SizingInputError if a saved scenario was
+    edited into one that cannot be planned."""
+    specs = []
+    for offset, member in enumerate(members):
+        scenario = demo_scenario_ensure(
+            name=member.scenario_name,
+            model_slug=member.model_slug,
+            gpu_slug=member.gpu_slug,
+            inputs=member.scenario_inputs,
+            notes=member.notes,
+        )
+        scenario, plan = scenario_simulation_plan(scenario_id=scenario.pk)
+        specs.append(
+            ServerSpec(
+                plan=plan,
+                model_name=scenario_served_model_name(scenario=scenario),
+                max_num_seqs=member.max_num_seqs,
+                enable_prefix_caching=member.enable_prefix_caching,
+                load=member.load,
+                legacy_metrics=member.legacy_metrics,
+                time_scale=time_scale,
+                max_steps_per_second=FLEET_MAX_STEPS_PER_SECOND,
+                host=host,
+                port=base_port + offset,
+                scenario_id=scenario.pk,
+            )
+        )
+    return specs
