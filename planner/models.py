@@ -105,7 +105,10 @@ class GpuProfile(models.Model):
             slug=self.slug,
             name=self.name,
             memory_bytes=self.memory_bytes,
-            marketed_memory_gb=self.marketed_memory_gb,
+            # A custom GPU may have no marketed figure: show what CUDA reports instead.
+            marketed_memory_gb=self.marketed_memory_gb
+            if self.marketed_memory_gb is not None
+            else round(self.memory_bytes / 1e9, 1),
             bandwidth_bytes_per_s=self.bandwidth_tbs * 1e12,
             bf16_tflops=self.bf16_tflops,
             price_per_hour=self.price_per_hour,

@@ -1,0 +1,128 @@
+"""The catalog as JSON: models and GPUs by slug, and the HF config import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from planner.api.model_shapes import model_shape
+from planner.api.plan_serializers import LayerGroupSerializer
+from planner.models import GpuProfile, ModelProfile
+
+# Catalog slugs carry dots ("llama-3.1-8b"), which Django's SlugField pattern leaves out.
+SLUG_PATTERN = r"^[-a-zA-Z0-9_.]+$"
+
+
+class ModelShapeSerializer(serializers.Serializer):
+    """What the engine reads from a config.json."""
+
+    name = serializers.CharField()
+    num_layers = serializers.IntegerField()
+    num_attention_heads = serializers.IntegerField()
+    num_kv_heads = serializers.IntegerField(help_text="Heads vLLM caches (1 for MLA: one latent per token).")
+    head_size = serializers.IntegerField(help_text="Cached width per head (MLA: kv_lora_rank + qk_rope_head_dim).")
+    hidden_size = serializers.IntegerField()
+    attention_kind = serializers.ChoiceField(choices=["MHA", "GQA", "MQA", "MLA"])
+    layer_groups = LayerGroupSerializer(many=True)
+    dtype = serializers.CharField()
+    num_params = serializers.IntegerField()
+    num_active_params = serializers.IntegerField()
+    params_estimated = serializers.BooleanField(help_text="True when counted from the config, not an official figure.")
+    max_position_embeddings = serializers.IntegerField()
+    vocab_size = serializers.IntegerField()
+    is_moe = serializers.BooleanField()
+    kv_lora_rank = serializers.IntegerField(allow_null=True)
+    qk_rope_head_dim = serializers.IntegerField(allow_null=True)
+    kv_bytes_per_token_bf16 = serializers.IntegerField(
+        help_text="KV cache bytes one token costs the whole model at bf16 on one GPU (all layers)."
+    )
+
+
+class ModelProfileSerializer(serializers.ModelSerializer):
+    # Declared as plain text: catalog slugs carry dots, which the model field's SlugField pattern would deny.
+    slug = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = ModelProfile
+        fields = ["slug", "name", "hf_id", "params_b", "params_active_b", "is_catalog", "source", "notes"]
+
+
+class ModelProfileDetailSerializer(ModelProfileSerializer):
+    shape = serializers.SerializerMethodField(help_text="Null when the stored config no longer makes a spec.")
+
+    class Meta(ModelProfileSerializer.Meta):
+        fields = [*ModelProfileSerializer.Meta.fields, "config", "shape"]
+
+    @extend_schema_field(ModelShapeSerializer(allow_null=True))
+    def get_shape(self, obj: ModelProfile) -> dict[str, Any] | None:
+        return model_shape(profile=obj)
+
+
+class GpuProfileSerializer(serializers.ModelSerializer):
+    slug = serializers.CharField(read_only=True)
+    memory_gib = serializers.FloatField(read_only=True, help_text="CUDA-visible total memory in GiB.")
+
+    class Meta:
+        model = GpuProfile
+        fields = [
+            "slug",
+            "name",
+            "memory_bytes",
+            "memory_gib",
+            "marketed_memory_gb",
+            "bandwidth_tbs",
+            "bf16_tflops",
+            "price_per_hour",
+            "fp8",
+            "is_catalog",
+            "source",
+            "notes",
+        ]
+
+
+class ModelImportRequestSerializer(serializers.Serializer):
+    config = serializers.DictField(help_text="A Hugging Face config.json object (nested text_config allowed).")
+    name = serializers.CharField(required=False, max_length=200, help_text="Default: hf_id, else the model_type.")
+    slug = serializers.RegexField(
+        SLUG_PATTERN, required=False, max_length=100, help_text="Default: made from the name. Must be unused."
+    )
+    hf_id = serializers.CharField(required=False, max_length=200, allow_blank=True)
+    params_b = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.000001,
+        max_value=1_000_000.0,
+        help_text="Official parameter count, billions.",
+    )
+    params_active_b = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.000001,
+        max_value=1_000_000.0,
+        help_text="Active parameters (MoE), billions.",
+    )
+    save = serializers.BooleanField(
+        required=False, default=False, help_text="Save as a custom catalog model (needs the planner role)."
+    )
+
+    def validate_config(self, value: dict[str, Any]) -> dict[str, Any]:
+        # PostgreSQL's jsonb cannot store NUL; refuse it here rather than fail on save. Iterative: no depth limit.
+        pending: list[Any] = [value]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, dict):
+                pending.extend(item.keys())
+                pending.extend(item.values())
+            elif isinstance(item, list):
+                pending.extend(item)
+            elif isinstance(item, str) and "\x00" in item:
+                raise serializers.ValidationError("text in a config.json cannot contain NUL characters")
+        return value
+
+
+class ModelImportResponseSerializer(serializers.Serializer):
+    shape = ModelShapeSerializer()
+    saved = serializers.BooleanField()
+    model = ModelProfileSerializer(allow_null=True, help_text="The saved model; null unless save was true.")

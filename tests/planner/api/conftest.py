@@ -1,0 +1,67 @@
+"""Fixtures for the REST API tests: the catalog in the database, users by role, API clients, scenarios."""
+
+from __future__ import annotations
+
+import pytest
+from api_factories import ApiScenarioFactory, ApiUserFactory
+from django.core.cache import cache
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from planner.api.selectors import spec_cache_clear
+from planner.models import Scenario
+from planner.services import catalog_load
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> None:
+    # Rolled-back rows can reuse primary keys, and throttle counters live in the cache: start each test clean.
+    spec_cache_clear()
+    cache.clear()
+
+
+@pytest.fixture
+def catalog(db: None) -> None:
+    catalog_load()
+
+
+@pytest.fixture
+def anon() -> APIClient:
+    return APIClient()
+
+
+def _token_client(user: object) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def planner_user(db: None):
+    return ApiUserFactory(username="api-planner", planner=True)
+
+
+@pytest.fixture
+def other_planner(db: None):
+    return ApiUserFactory(username="api-planner-2", planner=True)
+
+
+@pytest.fixture
+def viewer_user(db: None):
+    return ApiUserFactory(username="api-viewer")
+
+
+@pytest.fixture
+def planner(planner_user) -> APIClient:
+    return _token_client(planner_user)
+
+
+@pytest.fixture
+def viewer(viewer_user) -> APIClient:
+    return _token_client(viewer_user)
+
+
+@pytest.fixture
+def scenario(catalog: None, planner_user) -> Scenario:
+    return ApiScenarioFactory(owner=planner_user, name="Llama on H100")
