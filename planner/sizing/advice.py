@@ -12,6 +12,7 @@ from .hardware import GIB
 if TYPE_CHECKING:
     from .hardware import GpuSpec
     from .inputs import PlanInputs
+    from .model_spec import ModelSpec
     from .plan import Plan
     from .search import Candidate
 
@@ -39,7 +40,7 @@ def _summary(plan: Plan) -> str:
     return text + (" — meets the targets" if plan.meets_sla else "")
 
 
-def valid_tensor_parallel(model: Any, tp: int) -> bool:
+def valid_tensor_parallel(model: ModelSpec, tp: int) -> bool:
     """vLLM needs tp to divide the attention heads, and KV heads to split or replicate evenly."""
     if model.num_attention_heads % tp:
         return False
@@ -83,7 +84,10 @@ def advise(
         tp *= 2
     if tp * inputs.pipeline_parallel_size <= MAX_TENSOR_PARALLEL:
         replicas = plan.data_parallel_size
-        changes = {"tensor_parallel_size": tp, "gpu_count": replicas * tp * inputs.pipeline_parallel_size}
+        changes: dict[str, Any] = {
+            "tensor_parallel_size": tp,
+            "gpu_count": replicas * tp * inputs.pipeline_parallel_size,
+        }
         alternative = replan(dataclasses.replace(inputs, **changes))
         if alternative is not None:
             rows.append(
@@ -97,6 +101,7 @@ def advise(
             )
 
     if plan.max_concurrency < _replica_concurrency(plan) and plan.max_context_len > 0:
+        assert inputs.max_model_len is not None  # resolved by compute_plan
         length = min(plan.max_context_len, inputs.max_model_len)
         rows.append(
             AdviceRow(

@@ -24,7 +24,8 @@ CATALOG_PATH = Path(__file__).with_name("catalog.json")
 @lru_cache(maxsize=1)
 def _raw() -> dict[str, Any]:
     with CATALOG_PATH.open(encoding="utf-8") as handle:
-        return json.load(handle)
+        data: dict[str, Any] = json.load(handle)
+    return data
 
 
 def catalog_data() -> dict[str, Any]:

@@ -280,8 +280,8 @@ def model_spec_from_hf_config(
     cfg = _merged_config(config)
     errors: dict[str, str] = {}
     notes: list[str] = []
-    model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else ""
-    model_type = model_type.lower()
+    raw_type = cfg.get("model_type")
+    model_type = raw_type.lower() if isinstance(raw_type, str) else ""
 
     layers = _required_int(cfg, errors, "num_hidden_layers")
     heads = _required_int(cfg, errors, "num_attention_heads")
@@ -319,7 +319,7 @@ def model_spec_from_hf_config(
     assert kv_heads is not None and vocab is not None and intermediate is not None
 
     is_mla = kv_lora is not None
-    if is_mla:
+    if kv_lora is not None:
         if rope_dim is None:
             raise SizingInputError({"qk_rope_head_dim": "required with kv_lora_rank (MLA)"})
         head_size = kv_lora + rope_dim

@@ -490,8 +490,15 @@ def _jsonable(value: Any) -> Any:
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready nested dicts and lists (the REST API's response body)."""
-    data = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name != "speed_model"}
-    data = {key: dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value for key, value in data.items()}
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(plan):
+        if f.name == "speed_model":
+            continue
+        value = getattr(plan, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = dataclasses.asdict(value)
+        data[f.name] = value
     for key in ("concurrency_table", "advice", "assumptions", "kv_groups"):
         data[key] = [dataclasses.asdict(row) for row in getattr(plan, key)]
-    return _jsonable(data)
+    result: dict[str, Any] = _jsonable(data)
+    return result

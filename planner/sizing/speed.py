@@ -128,6 +128,8 @@ def step_time_seconds(plan: Plan, *, num_decode_seqs: int, context_tokens: int, 
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise SizingInputError({name: "must be a non-negative integer"})
+    if plan.speed_model is None:
+        raise SizingInputError({"plan": "has no speed model (built outside compute_plan)"})
     return step_seconds(
         plan.speed_model, num_decode_seqs=num_decode_seqs, context_tokens=context_tokens, prefill_tokens=prefill_tokens
     )

@@ -51,18 +51,18 @@ def as_float(
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         errors[field] = f"must be a number, got {type(value).__name__}"
         return None
-    value = float(value)
-    if not math.isfinite(value):
-        errors[field] = f"must be a finite number, got {value!r}"
+    number = float(value)
+    if not math.isfinite(number):
+        errors[field] = f"must be a finite number, got {number!r}"
         return None
-    if value < minimum or (value == minimum and not inclusive_minimum):
+    if number < minimum or (number == minimum and not inclusive_minimum):
         bound = "at least" if inclusive_minimum else "greater than"
-        errors[field] = f"must be {bound} {minimum:g}, got {value:g}"
+        errors[field] = f"must be {bound} {minimum:g}, got {number:g}"
         return None
-    if value > maximum:
-        errors[field] = f"must be at most {maximum:g}, got {value:g}"
+    if number > maximum:
+        errors[field] = f"must be at most {maximum:g}, got {number:g}"
         return None
-    return value
+    return number
 
 
 def as_choice(errors: dict[str, str], field: str, value: Any, choices: tuple[str, ...]) -> str | None:
