@@ -1,11 +1,25 @@
 """Release-dependent vLLM behaviour: which rules an ``engine_version`` gets.
 
-kvdash's cut-over versions (a release is "at or after" the cut-over or it gets the older rule):
+kvdash's cut-over versions (a release is "at or after" the cut-over or it gets the older rule). The
+measured start-ups behind them are in ``tests/planner/sizing/data/vllm_startups.json``:
 
+* V1 engine from 0.8 (the V0 engine before): V0's profile samples at most ``max_num_seqs`` rows with
+  V0's default of 256 on every GPU (the GPU-scaled 1024 is a V1 default). Measured on V0: Llama 3 8B
+  on H100 profiled 1.26 GiB (vLLM PR 10511), what 256 sampled rows give (1.24); 1024 would give 4.76.
 * ``gpu_memory_utilization`` default 0.92 from 0.11 (0.9 before). The reference says "0.9 in most
-  releases, 0.92 in recent ones" without naming the release; 0.11 is our choice.
-* Activation profile: the lean profile from 0.17 (the reference measures Qwen3 14B at 5.64 GiB on
-  0.15-0.16 and 2.23 GiB on 0.17+; Llama 3.1 8B 4.76 GiB on an older release, 1.89 GiB on 0.19).
+  releases, 0.92 in recent ones" without naming the release. Logs agree with 0.11: v0.10.2 started
+  without the flag asks for 0.9 ("Desired GPU memory utilization is (0.9, ...)"), v0.29.0 and v0.31.0
+  for 0.92; no log between them was found, so 0.11 stays our choice.
+* Activation profile: the lean sampler profile from 0.17 (llm-d's sweep: Qwen3 14B 5.64 GiB on
+  0.15 and 0.16, 2.23 GiB on 0.17 and 0.18).
+* Non-torch memory: 0.25 GiB at tp 1 and about 2.1 GiB at tp 2-4 from 0.18; 0.13 GiB and about
+  0.55 GiB before (the same sweep: 0.13 on 0.15-0.17, 0.25 on 0.18; v0.19 runs 0.24-0.27 at tp 1,
+  2.06-2.21 at tp 2-4; llm-d-benchmark's earlier runs 0.13 at tp 1, 0.54-0.55 at tp 2). The tp > 1
+  jump is placed at 0.18 with the tp-1 one; no log between the two sets was found.
+* CUDA-graph reserve from 0.21: the KV budget also loses vLLM's estimate of the CUDA-graph pool
+  ("CUDA graph memory profiling is enabled (default since v0.21.0)" in v0.21-v0.27 logs; v0.26 logs
+  show the estimate deducted). Given only to releases named 0.21 or later: ``"latest"`` keeps the
+  newest profile kvdash has measured start-ups for (v0.19; the checks in test_sizing_memory.py).
 * Sliding-window admission: ``max_concurrent_batches x max_num_batched_tokens`` in flight (2 batches
   with async scheduling at pp 1, pp batches otherwise) from 0.14; one batch before. The reference
   cites the rule from recent sources (``VllmConfig.max_in_flight_tokens``); 0.14 is our choice.
@@ -18,9 +32,12 @@ from dataclasses import dataclass
 
 from .errors import SizingInputError
 
+V1_ENGINE_SINCE = (0, 8)
 UTILIZATION_092_SINCE = (0, 11)
-LEAN_ACTIVATION_SINCE = (0, 17)
 ASYNC_IN_FLIGHT_SINCE = (0, 14)
+LEAN_ACTIVATION_SINCE = (0, 17)
+NON_TORCH_025_SINCE = (0, 18)
+CUDA_GRAPH_RESERVE_SINCE = (0, 21)
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$")
 
@@ -32,6 +49,10 @@ class EngineRules:
     default_gpu_memory_utilization: float
     lean_activation: bool
     async_in_flight: bool
+    # Additions for the activation / non-torch estimate (memory.py).
+    v1_engine: bool = True
+    non_torch_025: bool = True
+    cuda_graph_reserve: bool = False
 
 
 def engine_rules(engine_version: object) -> EngineRules:
@@ -51,4 +72,7 @@ def engine_rules(engine_version: object) -> EngineRules:
         default_gpu_memory_utilization=0.92 if version >= UTILIZATION_092_SINCE else 0.9,
         lean_activation=version >= LEAN_ACTIVATION_SINCE,
         async_in_flight=version >= ASYNC_IN_FLIGHT_SINCE,
+        v1_engine=version >= V1_ENGINE_SINCE,
+        non_torch_025=version >= NON_TORCH_025_SINCE,
+        cuda_graph_reserve=version >= CUDA_GRAPH_RESERVE_SINCE,
     )

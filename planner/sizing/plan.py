@@ -234,7 +234,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             Assumption(
                 "non_torch_memory",
                 f"{non_torch / GIB:.2f} GiB",
-                "measured: 0.25 GiB at tp 1 (vLLM 0.19; 0.13 older), ~2.1 GiB at tp 2-4",
+                "measured start-ups: 0.25 GiB at tp 1 and ~2.1 GiB at tp 2-4 from vLLM 0.18; 0.13 and ~0.55 before",
             )
         )
     total = gpu.memory_bytes
