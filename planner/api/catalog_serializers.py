@@ -8,33 +8,16 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from planner.api.model_shapes import model_shape
-from planner.api.plan_serializers import LayerGroupSerializer
+from planner.api.plan_serializers import ModelSpecSerializer
 from planner.models import GpuProfile, ModelProfile
 
 # Catalog slugs carry dots ("llama-3.1-8b"), which Django's SlugField pattern leaves out.
 SLUG_PATTERN = r"^[-a-zA-Z0-9_.]+$"
 
 
-class ModelShapeSerializer(serializers.Serializer):
-    """What the engine reads from a config.json."""
+class ModelShapeSerializer(ModelSpecSerializer):
+    """What the engine reads from a config.json, plus what one token costs."""
 
-    name = serializers.CharField()
-    num_layers = serializers.IntegerField()
-    num_attention_heads = serializers.IntegerField()
-    num_kv_heads = serializers.IntegerField(help_text="Heads vLLM caches (1 for MLA: one latent per token).")
-    head_size = serializers.IntegerField(help_text="Cached width per head (MLA: kv_lora_rank + qk_rope_head_dim).")
-    hidden_size = serializers.IntegerField()
-    attention_kind = serializers.ChoiceField(choices=["MHA", "GQA", "MQA", "MLA"])
-    layer_groups = LayerGroupSerializer(many=True)
-    dtype = serializers.CharField()
-    num_params = serializers.IntegerField()
-    num_active_params = serializers.IntegerField()
-    params_estimated = serializers.BooleanField(help_text="True when counted from the config, not an official figure.")
-    max_position_embeddings = serializers.IntegerField()
-    vocab_size = serializers.IntegerField()
-    is_moe = serializers.BooleanField()
-    kv_lora_rank = serializers.IntegerField(allow_null=True)
-    qk_rope_head_dim = serializers.IntegerField(allow_null=True)
     kv_bytes_per_token_bf16 = serializers.IntegerField(
         help_text="KV cache bytes one token costs the whole model at bf16 on one GPU (all layers)."
     )

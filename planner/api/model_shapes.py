@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from planner.api.selectors import cached_model_spec
@@ -14,28 +15,9 @@ def model_shape_from_spec(spec: ModelSpec) -> dict[str, Any]:
     # Every layer caches every token (vLLM allocates pages per layer, windows only free them later), so the
     # headline figure is layers x per-layer bytes at one rank, in bf16 whatever the checkpoint's dtype.
     per_layer = kv_bytes_per_token_per_layer(spec, 1, kv_element_bytes("bfloat16", spec.dtype))
-    return {
-        "name": spec.name,
-        "num_layers": spec.num_layers,
-        "num_attention_heads": spec.num_attention_heads,
-        "num_kv_heads": spec.num_kv_heads,
-        "head_size": spec.head_size,
-        "hidden_size": spec.hidden_size,
-        "attention_kind": spec.attention_kind,
-        "layer_groups": [
-            {"kind": group.kind, "num_layers": group.num_layers, "window": group.window} for group in spec.layer_groups
-        ],
-        "dtype": spec.dtype,
-        "num_params": spec.num_params,
-        "num_active_params": spec.num_active_params,
-        "params_estimated": spec.params_estimated,
-        "max_position_embeddings": spec.max_position_embeddings,
-        "vocab_size": spec.vocab_size,
-        "is_moe": spec.is_moe,
-        "kv_lora_rank": spec.kv_lora_rank,
-        "qk_rope_head_dim": spec.qk_rope_head_dim,
-        "kv_bytes_per_token_bf16": spec.num_layers * per_layer,
-    }
+    shape = dataclasses.asdict(spec)
+    shape["kv_bytes_per_token_bf16"] = spec.num_layers * per_layer
+    return shape
 
 
 def model_shape(*, profile: ModelProfile) -> dict[str, Any] | None:
