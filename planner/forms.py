@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
+from django.core.validators import MinValueValidator
 from django.utils.text import slugify
 
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
@@ -116,10 +117,27 @@ class ScenarioForm(forms.ModelForm):
         if current and str(current) not in dict(BLOCK_SIZE_CHOICES):
             self.fields["block_size"].choices = [*BLOCK_SIZE_CHOICES, (str(current), str(current))]
         self.fields["engine_version"].widget.attrs["list"] = "engine-versions"
+        self._apply_model_minimums()
         for name in ("gpu_memory_utilization",):
             self.fields[name].widget.attrs.setdefault("step", "0.01")
         for name in ("weights_gib", "activation_gib", "non_torch_gib", "kv_cache_memory_gib"):
             self.fields[name].widget.attrs.setdefault("step", "any")
+
+    def _apply_model_minimums(self) -> None:
+        # PositiveIntegerField's form field allows 0; the model's own minimum (1 for tp, concurrency, ...) is the
+        # one to tell the user, once, before the engine sees the value.
+        for name, field in self.fields.items():
+            if not isinstance(field, forms.IntegerField) or name not in SCENARIO_INPUT_FIELDS:
+                continue
+            minimums = [
+                v.limit_value for v in Scenario._meta.get_field(name).validators if isinstance(v, MinValueValidator)
+            ]
+            if not minimums:
+                continue
+            field.min_value = max(minimums)
+            field.validators = [v for v in field.validators if not isinstance(v, MinValueValidator)]
+            field.validators.append(MinValueValidator(field.min_value))
+            field.widget.attrs["min"] = field.min_value
 
     def field_groups(self) -> list[tuple[FieldGroup, list[forms.BoundField], bool]]:
         """(group, bound fields, open): advanced groups unfold when they hold a value or an error."""

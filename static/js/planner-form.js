@@ -38,7 +38,11 @@
       }
       list.hidden = false;
       const field = list.closest(".field");
-      if (field) field.classList.add("live-error");
+      if (field) {
+        field.classList.add("live-error");
+        // The live list now speaks for this field: hide the copy rendered with the page.
+        for (const stale of field.querySelectorAll("ul.errorlist:not(.live)")) stale.hidden = true;
+      }
     }
   }
 
