@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -465,17 +466,37 @@ def compute_plan(inputs: PlanInputs, *, advice: bool = True) -> Plan:
     plan = _build_plan(inputs)
     if plan.meets_sla or not advice:
         return plan
+    return dataclasses.replace(plan, advice=_advice_for(inputs, plan))
+
+
+# Advice re-plans the alternatives and searches the catalog (~30-100 ms); the same question asked again
+# (a form re-rendered, a tool polling the API) gets the same answer, so keep recent ones. PlanInputs is
+# frozen and hashable; the plan follows from the inputs, so it needs no place in the key.
+@functools.lru_cache(maxsize=256)
+def _advice_cached(inputs: PlanInputs) -> tuple[AdviceRow, ...]:
+    return _advise(inputs, _build_plan(inputs))
+
+
+def _advice_for(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
+    try:
+        return _advice_cached(inputs)
+    except TypeError:  # an unhashable field (a caller's own subclass, say): compute without the cache
+        return _advise(inputs, plan)
+
+
+def _advise(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
     from .catalog import catalog_gpus
     from .search import search_configurations
 
-    rows = advise(
-        plan,
-        requested=inputs,
-        replan=_replan,
-        search=search_configurations,
-        gpus=tuple(catalog_gpus().values()),
+    return tuple(
+        advise(
+            plan,
+            requested=inputs,
+            replan=_replan,
+            search=search_configurations,
+            gpus=tuple(catalog_gpus().values()),
+        )
     )
-    return dataclasses.replace(plan, advice=rows)
 
 
 def _jsonable(value: Any) -> Any:
