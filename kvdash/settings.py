@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from kvdash.env import env_bool, env_int, env_list, env_str
+from kvdash.env import check_secret_key, env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("KVDASH_VAR_DIR", str(BASE_DIR / "var")))
@@ -20,9 +20,14 @@ if KVDASH_ENV not in {"dev", "test", "production"}:
 PRODUCTION = KVDASH_ENV == "production"
 
 _DEV_SECRET_KEY = "dev-only-insecure-key-never-use-in-production"  # noqa: S105
+# Keys that .env.example once shipped: still in the repository's history, so public.
+_OLD_EXAMPLE_KEYS = {"change-me-to-a-random-value-of-at-least-fifty-characters"}
 SECRET_KEY = env_str("SECRET_KEY", "" if PRODUCTION else _DEV_SECRET_KEY)
-if PRODUCTION and (len(SECRET_KEY) < 50 or SECRET_KEY == _DEV_SECRET_KEY or SECRET_KEY.startswith("django-insecure")):
-    raise ImproperlyConfigured("KVDASH_ENV=production needs SECRET_KEY set to a random value of 50+ characters")
+if PRODUCTION:
+    # Files that hold example keys: a key copied from one of them is public, however long.
+    check_secret_key(
+        SECRET_KEY, public_keys={_DEV_SECRET_KEY, *_OLD_EXAMPLE_KEYS}, public_files=[BASE_DIR / ".env.example"]
+    )
 
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]", "testserver"])

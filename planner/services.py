@@ -49,15 +49,27 @@ def _model_row_values(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 @transaction.atomic
-def catalog_load() -> tuple[int, int]:
-    """Upsert the catalog fixture (planner/sizing/catalog.json) by slug; safe to run again and again."""
+def catalog_load(*, reset: bool = False) -> tuple[int, int]:
+    """Add the catalog fixture's (planner/sizing/catalog.json) missing rows by slug; safe to run again and again.
+
+    Rows that exist keep what an admin changed in them; ``reset`` writes the fixture's values over them.
+    """
     data = catalog_data()
+    write = _overwrite if reset else _create_missing
     for entry in data["models"]:
-        ModelProfile.objects.update_or_create(slug=entry["slug"], defaults=_model_row_values(entry))
+        write(ModelProfile, entry["slug"], _model_row_values(entry))
     raw_gpus = {entry["slug"]: entry for entry in data["gpus"]}
     for slug, spec in catalog_gpus().items():
-        GpuProfile.objects.update_or_create(slug=slug, defaults=_gpu_row_values(spec, raw_gpus.get(slug, {})))
+        write(GpuProfile, slug, _gpu_row_values(spec, raw_gpus.get(slug, {})))
     return len(data["models"]), len(data["gpus"])
+
+
+def _overwrite(model: type[ModelProfile | GpuProfile], slug: str, values: dict[str, Any]) -> None:
+    model.objects.update_or_create(slug=slug, defaults=values)
+
+
+def _create_missing(model: type[ModelProfile | GpuProfile], slug: str, values: dict[str, Any]) -> None:
+    model.objects.get_or_create(slug=slug, defaults=values)
 
 
 def gib_to_bytes(value: float) -> int:

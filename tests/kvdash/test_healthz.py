@@ -48,3 +48,23 @@ def test_healthz_is_503_naming_the_database_when_it_does_not_answer():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["503", "database"]
+
+
+@pytest.mark.django_db
+def test_healthz_names_the_failing_part_without_its_error_text(client, caplog):
+    saved = app.conf.broker_url, app.conf.broker_write_url
+    app.conf.broker_url = app.conf.broker_write_url = "redis://secret-user:hunter2@127.0.0.1:1/0"
+    try:
+        response = client.get("/healthz")
+    finally:
+        app.conf.broker_url, app.conf.broker_write_url = saved
+    assert response.status_code == 503
+    body = response.json()
+    assert body == {
+        "status": "fail",
+        "failing": ["broker"],
+        "checks": {"database": {"ok": True}, "broker": {"ok": False}, "pages": {"ok": True}},
+    }
+    # The reason is in the log for the operator, never in the answer.
+    assert "Error" not in response.content.decode()
+    assert any(record.name == "kvdash.health" and record.exc_info for record in caplog.records)

@@ -71,7 +71,7 @@ def test_every_compose_command_exists_in_the_project():
     services = _compose()["services"]
     known_commands = get_commands()
     seen = set()
-    for name in ("web", "worker", "beat"):
+    for name in ("migrate", "web", "worker", "beat"):
         for tokens in _command_parts(services[name]):
             seen.add(tokens[0])
             if tokens[:2] == ["python", "manage.py"]:

@@ -63,7 +63,7 @@ def test_run_stack_serves_home_and_healthz_on_embedded_defaults_and_stops_on_ctr
         assert "kvdash" in home.text
         health = _wait_for(f"http://127.0.0.1:{port}/healthz", started + 60)
         assert health.status_code == 200
-        assert health.json()["checks"]["database"]["detail"] == "sqlite"
+        assert health.json()["checks"]["database"]["ok"] is True
         assert time.monotonic() - started < 60
     finally:
         os.killpg(stack.pid, signal.SIGINT)
