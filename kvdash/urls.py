@@ -16,3 +16,5 @@ urlpatterns = [
     path("monitor/", include("monitor.urls")),
     path("", include("planner.api.urls")),
 ]
+
+handler400 = views.bad_request

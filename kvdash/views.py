@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 
 from kvdash.health import run_checks
+from kvdash.middleware import bad_request_response
 
 
 @never_cache
@@ -21,3 +23,12 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "home.html")
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 400 (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, too many fields, a bad Host): JSON for the API."""
+    if isinstance(exception, RequestDataTooBig | TooManyFieldsSent | TooManyFilesSent):
+        message = "The request body is too large or has too many fields."
+    else:
+        message = "Bad request."
+    return bad_request_response(request, message)

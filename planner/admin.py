@@ -1,8 +1,19 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from planner.models import GpuProfile, ModelProfile, Scenario
+
+
+class ModelNameFilter(admin.RelatedFieldListFilter):
+    """The model filter lists names only: no config.json is decoded to list models."""
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> list[tuple[Any, str]]:
+        return list(ModelProfile.objects.order_by("name").values_list("pk", "name"))
 
 
 @admin.register(ModelProfile)
@@ -11,6 +22,10 @@ class ModelProfileAdmin(admin.ModelAdmin):
     list_filter = ("is_catalog",)
     search_fields = ("name", "slug", "hf_id")
     prepopulated_fields = {"slug": ("name",)}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ModelProfile]:
+        # The list shows no config; the change form reads the one it edits.
+        return super().get_queryset(request).defer("config")
 
 
 @admin.register(GpuProfile)
@@ -24,7 +39,15 @@ class GpuProfileAdmin(admin.ModelAdmin):
 @admin.register(Scenario)
 class ScenarioAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "model", "gpu", "gpu_count", "tensor_parallel_size", "concurrency", "updated")
-    list_filter = ("model", "gpu")
+    list_filter = (("model", ModelNameFilter), "gpu")
     search_fields = ("name", "notes")
     list_select_related = ("owner", "model", "gpu")
     raw_id_fields = ("owner",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Scenario]:
+        return super().get_queryset(request).defer("model__config")
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "model":
+            kwargs["queryset"] = ModelProfile.objects.defer("config")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)

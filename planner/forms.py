@@ -10,11 +10,12 @@ from typing import Any
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MinValueValidator
-from django.utils.text import slugify
 
+from planner import services
+from planner.json_documents import document_problem
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
 from planner.selectors import EXPORT_FORMAT
-from planner.sizing import ModelSpec, Plan, PlanInputs, SizingInputError, compute_plan, model_spec_from_hf_config
+from planner.sizing import ModelSpec, Plan, PlanInputs, SizingInputError, compute_plan
 
 # A config.json is a few kilobytes; anything this large is a mistake (or an attack), not a model.
 MAX_CONFIG_BYTES = 1_000_000
@@ -73,10 +74,24 @@ SCENARIO_HELP = {
 }
 
 
+class _NamesOnlyChoiceIterator(forms.models.ModelChoiceIterator):
+    def __init__(self, field: forms.ModelChoiceField) -> None:
+        super().__init__(field)
+        # A drop-down shows names: reading every model's config.json to list them is slow, and one pathological
+        # stored config would break the page.
+        self.queryset = self.queryset.only("pk", "slug", "name")
+
+
+class ModelProfileChoiceField(forms.ModelChoiceField):
+    """A model by slug; the choices are listed without loading configs, the chosen row is read whole."""
+
+    iterator = _NamesOnlyChoiceIterator
+
+
 class ScenarioForm(forms.ModelForm):
     """Create or edit a scenario. ``preview=True`` drops the name requirement for the live recompute."""
 
-    model = forms.ModelChoiceField(queryset=ModelProfile.objects.all(), to_field_name="slug")
+    model = ModelProfileChoiceField(queryset=ModelProfile.objects.all(), to_field_name="slug")
     gpu = forms.ModelChoiceField(queryset=GpuProfile.objects.all(), to_field_name="slug", label="GPU")
     block_size = forms.TypedChoiceField(
         choices=BLOCK_SIZE_CHOICES, coerce=int, empty_value=None, required=False, label="Block size (tokens)"
@@ -203,7 +218,7 @@ def _read_json_source(*, upload: UploadedFile | None, text: str) -> tuple[Any, s
 
 
 class CustomModelForm(forms.Form):
-    """A model from a pasted or uploaded HF config.json; the engine derives (and so validates) its shape."""
+    """A model from a pasted or uploaded HF config.json; planner.services checks it (the API's import does too)."""
 
     name = forms.CharField(max_length=200)
     slug = forms.SlugField(
@@ -222,72 +237,40 @@ class CustomModelForm(forms.Form):
     )
     notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
-    # Engine fields that correspond to a form field; the rest concern the config itself.
-    _ALIASES = {"num_params": "params_b", "num_active_params": "params_active_b", "name": "name"}
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.spec: ModelSpec | None = None
         self.config: dict[str, Any] | None = None
-
-    def clean_slug(self) -> str:
-        slug = self.cleaned_data.get("slug") or ""
-        if slug and ModelProfile.objects.filter(slug=slug).exists():
-            raise forms.ValidationError("A model with this slug exists already.")
-        return slug
+        self._config_field = "config_text"
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        config_field = self._config_field = "config_file" if cleaned.get("config_file") else "config_text"
         config, message = _read_json_source(upload=cleaned.get("config_file"), text=cleaned.get("config_text") or "")
         if message:
-            self.add_error("config_file" if cleaned.get("config_file") else "config_text", message)
+            self.add_error(config_field, message)
             return cleaned
         if not isinstance(config, dict):
             self.add_error("config_text", "config.json must be a JSON object ({…}).")
             return cleaned
         if self.errors:
             return cleaned
-        params_b, active_b = cleaned.get("params_b"), cleaned.get("params_active_b")
         try:
-            self.spec = model_spec_from_hf_config(
-                config,
+            self.spec = services.custom_model_spec(
+                config=config,
                 name=cleaned["name"],
-                num_params=round(params_b * 1e9) if params_b else None,
-                num_active_params=round(active_b * 1e9) if active_b else None,
+                params_b=cleaned.get("params_b"),
+                params_active_b=cleaned.get("params_active_b"),
             )
         except SizingInputError as error:
-            # Config keys (num_key_value_heads, …) stay visible in the message, on the config field.
-            aliases = {key: "config_text" for key in error.errors if key not in self._ALIASES}
-            for key, message in error.errors.items():
-                target = self._ALIASES.get(key) or aliases[key]
-                self.add_error(target, f"{key}: {message}" if target == "config_text" else message)
+            self.add_service_errors(error)
             return cleaned
         self.config = config
         return cleaned
 
-    def unique_slug(self) -> str:
-        """The chosen slug, else one made from the name, numbered until no row has it."""
-        base = self.cleaned_data.get("slug") or slugify(self.cleaned_data["name"])[:90] or "model"
-        slug, n = base, 2
-        while ModelProfile.objects.filter(slug=slug).exists():
-            slug, n = f"{base}-{n}", n + 1
-        return slug
-
-    def save(self, *, user: Any) -> ModelProfile:
-        assert self.config is not None, "save() needs a valid form"
-        data = self.cleaned_data
-        return ModelProfile.objects.create(
-            slug=self.unique_slug(),
-            name=data["name"],
-            hf_id=data.get("hf_id") or "",
-            config=self.config,
-            params_b=data.get("params_b"),
-            params_active_b=data.get("params_active_b"),
-            notes=data.get("notes") or "",
-            source="pasted or uploaded config.json",
-            is_catalog=False,
-            created_by=user if getattr(user, "is_authenticated", False) else None,
-        )
+    def add_service_errors(self, error: SizingInputError) -> None:
+        """The service's ``{field: message}`` on this form's fields (``config`` is the text box or the upload)."""
+        add_sizing_errors(self, error, aliases={"config": self._config_field})
 
 
 class ScenarioImportForm(forms.Form):
@@ -308,6 +291,11 @@ class ScenarioImportForm(forms.Form):
         doc, message = _read_json_source(upload=cleaned.get("file"), text=cleaned.get("document") or "")
         if message:
             self.add_error(source_field, message)
+            return cleaned
+        # Text PostgreSQL cannot hold (NUL, a lone surrogate) would fail in a slug lookup or on save.
+        problem = document_problem(doc)
+        if problem:
+            self.add_error(source_field, f"The document {problem}." if problem.startswith("is") else problem)
             return cleaned
         errors = _export_document_errors(doc)
         if errors:

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
 
+from planner.json_documents import document_problem, text_problem
 from planner.models import GIB, SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
-from planner.sizing import GpuSpec, Plan, PlanInputs, catalog_data, catalog_gpus, compute_plan
+from planner.sizing import (
+    GpuSpec,
+    ModelSpec,
+    Plan,
+    PlanInputs,
+    SizingInputError,
+    catalog_data,
+    catalog_gpus,
+    compute_plan,
+    model_spec_from_hf_config,
+)
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 
 def scenario_plan_inputs(*, scenario: Scenario) -> PlanInputs:
@@ -74,3 +91,121 @@ def _create_missing(model: type[ModelProfile | GpuProfile], slug: str, values: d
 
 def gib_to_bytes(value: float) -> int:
     return round(value * GIB)
+
+
+# Catalog slugs carry dots ("llama-3.1-8b"); a slug starts with a letter or digit, so "." and ".." (which a URL
+# path would resolve away) are not slugs.
+MODEL_SLUG_RE = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9_.]*$")
+MODEL_SLUG_MAX = 100
+# Engine error keys that name a field of the custom-model request rather than a key of the config.
+_MODEL_FIELD_KEYS = {"num_params": "params_b", "num_active_params": "params_active_b", "name": "name"}
+# How often a save retries the next numbered slug when a concurrent save took the one it chose.
+_SLUG_ATTEMPTS = 5
+
+
+def custom_model_spec(
+    *,
+    config: Any,
+    name: str,
+    params_b: float | None = None,
+    params_active_b: float | None = None,
+) -> ModelSpec:
+    """What the engine reads from a caller's config.json, after checking it is a document we can store.
+
+    The one check behind the custom-model page and POST /api/v1/models/import/. Raises SizingInputError keyed by
+    the request's fields: ``config``, ``name``, ``params_b``, ``params_active_b``.
+    """
+    if not isinstance(config, Mapping) or not config:
+        raise SizingInputError({"config": "must be a non-empty JSON object (an HF config.json)"})
+    problem = document_problem(config)
+    if problem:
+        raise SizingInputError({"config": problem})
+    name_problem = text_problem(name)
+    if name_problem:
+        raise SizingInputError({"name": name_problem})
+    try:
+        return model_spec_from_hf_config(
+            dict(config),
+            name=name,
+            num_params=round(params_b * 1e9) if params_b else None,
+            num_active_params=round(params_active_b * 1e9) if params_active_b else None,
+        )
+    except SizingInputError as exc:
+        errors: dict[str, str] = {}
+        config_messages = []
+        for key, message in exc.errors.items():
+            if key in _MODEL_FIELD_KEYS:
+                errors[_MODEL_FIELD_KEYS[key]] = message
+            else:
+                config_messages.append(f"{key}: {message}")
+        if config_messages:
+            errors["config"] = "; ".join(config_messages)
+        raise SizingInputError(errors) from exc
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+        # The config is arbitrary caller JSON: whatever shape the parser trips on, it is the caller's input.
+        raise SizingInputError({"config": f"is not a config.json the engine can read ({type(exc).__name__})"}) from exc
+
+
+def custom_model_create(
+    *,
+    config: dict[str, Any],
+    name: str,
+    user: AbstractBaseUser | AnonymousUser | None,
+    source: str,
+    slug: str = "",
+    hf_id: str = "",
+    params_b: float | None = None,
+    params_active_b: float | None = None,
+    notes: str = "",
+) -> tuple[ModelProfile, ModelSpec]:
+    """Check a custom model like custom_model_spec and save it; a chosen ``slug`` must be free, else the name's
+    slug is numbered (``-2``, ``-3``, ...) until one is.
+
+    Two saves at once of the same name both succeed with different numbers; two at once of the same chosen slug
+    give one model and one SizingInputError (the unique index decides, not a check that can race).
+    """
+    spec = custom_model_spec(config=config, name=name, params_b=params_b, params_active_b=params_active_b)
+    errors = {
+        field: f"{problem}" for field, value in (("hf_id", hf_id), ("notes", notes)) if (problem := text_problem(value))
+    }
+    if slug and (len(slug) > MODEL_SLUG_MAX or not MODEL_SLUG_RE.match(slug)):
+        errors["slug"] = "letters, digits, '-', '_' and '.', starting with a letter or digit (100 at most)"
+    if errors:
+        raise SizingInputError(errors)
+    values = {
+        "name": name,
+        "hf_id": hf_id,
+        "config": config,
+        "params_b": params_b,
+        "params_active_b": params_active_b,
+        "notes": notes,
+        "source": source,
+        "is_catalog": False,
+        "created_by": user if user is not None and user.is_authenticated else None,
+    }
+    if slug:
+        return _create_with_slug(slug, values), spec
+    base = slugify(name.replace("/", "-"))[: MODEL_SLUG_MAX - 10].strip("-_") or "model"
+    for _ in range(_SLUG_ATTEMPTS):
+        try:
+            return _create_with_slug(_free_slug(base), values), spec
+        except SizingInputError:
+            continue  # a concurrent save took that number first: take the next
+    raise SizingInputError({"slug": f"models named like {base!r} are being saved at this moment: try again"})
+
+
+def _free_slug(base: str) -> str:
+    taken = set(ModelProfile.objects.filter(slug__startswith=base).values_list("slug", flat=True))
+    slug, n = base, 2
+    while slug in taken:
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+def _create_with_slug(slug: str, values: dict[str, Any]) -> ModelProfile:
+    try:
+        # A savepoint: a duplicate key leaves the caller's transaction usable.
+        with transaction.atomic():
+            return ModelProfile.objects.create(slug=slug, **values)
+    except IntegrityError as exc:
+        raise SizingInputError({"slug": f"a model {slug!r} exists already"}) from exc

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods, require_POST
 
-from planner import charts, selectors
+from planner import charts, selectors, services
 from planner.forms import (
     ENGINE_VERSION_SUGGESTIONS,
     CustomModelForm,
@@ -213,7 +213,8 @@ def scenario_compare(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def model_list(request: HttpRequest) -> HttpResponse:
-    context = {"models": selectors.model_profiles(), "can_create": is_planner(request.user)}
+    # A list of names: no config.json is decoded to list models.
+    context = {"models": selectors.model_profiles().defer("config"), "can_create": is_planner(request.user)}
     return render(request, "planner/model_list.html", context)
 
 
@@ -238,7 +239,21 @@ def model_create(request: HttpRequest) -> HttpResponse:
         form = CustomModelForm(request.POST, request.FILES)
         if form.is_valid() and form.spec is not None:
             if "save" in request.POST:
-                profile = form.save(user=request.user)
+                try:
+                    profile, _ = services.custom_model_create(
+                        config=form.config or {},
+                        name=form.cleaned_data["name"],
+                        user=request.user,
+                        source="pasted or uploaded config.json",
+                        slug=form.cleaned_data.get("slug") or "",
+                        hf_id=form.cleaned_data.get("hf_id") or "",
+                        params_b=form.cleaned_data.get("params_b"),
+                        params_active_b=form.cleaned_data.get("params_active_b"),
+                        notes=form.cleaned_data.get("notes") or "",
+                    )
+                except SizingInputError as error:
+                    form.add_service_errors(error)
+                    return render(request, "planner/model_form.html", {"form": form, "shape": None})
                 messages.success(request, f"Saved model “{profile.name}” ({profile.slug}).")
                 return redirect("planner:model-detail", slug=profile.slug)
             shape = selectors.model_shape(spec=form.spec)

@@ -90,20 +90,6 @@ class ModelImportRequestSerializer(serializers.Serializer):
         required=False, default=False, help_text="Save as a custom catalog model (needs the planner role)."
     )
 
-    def validate_config(self, value: dict[str, Any]) -> dict[str, Any]:
-        # PostgreSQL's jsonb cannot store NUL; refuse it here rather than fail on save. Iterative: no depth limit.
-        pending: list[Any] = [value]
-        while pending:
-            item = pending.pop()
-            if isinstance(item, dict):
-                pending.extend(item.keys())
-                pending.extend(item.values())
-            elif isinstance(item, list):
-                pending.extend(item)
-            elif isinstance(item, str) and "\x00" in item:
-                raise serializers.ValidationError("text in a config.json cannot contain NUL characters")
-        return value
-
 
 class ModelImportResponseSerializer(serializers.Serializer):
     shape = ModelShapeSerializer()

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
-from django.utils.text import slugify
+from django.db import transaction
 
-from planner.api.sizing import CUSTOM_MODEL_NAME, config_model_spec
+from planner.api.sizing import CUSTOM_MODEL_NAME
 from planner.models import ModelProfile, Scenario
-from planner.services import scenario_plan
-from planner.sizing import ModelSpec, SizingInputError
+from planner.services import custom_model_create, custom_model_spec, scenario_plan
+from planner.sizing import ModelSpec
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -66,35 +65,21 @@ def model_profile_import(
 ) -> ModelImport:
     """Read an HF config.json with the engine; with ``save`` keep it as a custom ModelProfile.
 
-    Raises SizingInputError keyed by the request's fields (``config``, ``slug``).
+    The custom-model page's checks and save (planner.services); raises SizingInputError keyed by the request's
+    fields (``config``, ``slug``, ...). A chosen slug must be free; without one the name's slug is numbered.
     """
-    name = _import_name(name=name, hf_id=hf_id, config=config)[:200]
-    num_params = round(params_b * 1e9) if params_b else None
-    num_active = round(params_active_b * 1e9) if params_active_b else None
-    # Read the way ModelProfile.spec() will read the saved row, so a saved model always makes a spec.
-    spec = config_model_spec(
-        config=config, name=name, field="config", num_params=num_params, num_active_params=num_active
-    )
+    name = _import_name(name=name, hf_id=hf_id, config=config)[:200] if isinstance(config, dict) else name
     if not save:
+        spec = custom_model_spec(config=config, name=name, params_b=params_b, params_active_b=params_active_b)
         return ModelImport(spec=spec, profile=None)
-    slug = slug or slugify(name.replace("/", "-"))[:100]
-    if not slug:
-        raise SizingInputError({"slug": "give a slug: none could be made from the name"})
-    try:
-        with transaction.atomic():
-            if ModelProfile.objects.filter(slug=slug).exists():
-                raise SizingInputError({"slug": f"a model {slug!r} exists already"})
-            profile = ModelProfile.objects.create(
-                slug=slug,
-                name=name,
-                hf_id=hf_id,
-                config=config,
-                params_b=params_b,
-                params_active_b=params_active_b,
-                source="imported through the API",
-                is_catalog=False,
-                created_by=user if user is not None and user.is_authenticated else None,
-            )
-    except IntegrityError as exc:  # the same slug saved by a concurrent request
-        raise SizingInputError({"slug": f"a model {slug!r} exists already"}) from exc
+    profile, spec = custom_model_create(
+        config=config,
+        name=name,
+        user=user,
+        source="imported through the API",
+        slug=slug,
+        hf_id=hf_id,
+        params_b=params_b,
+        params_active_b=params_active_b,
+    )
     return ModelImport(spec=spec, profile=profile)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.test import override_settings
 
@@ -208,3 +210,53 @@ def test_import_refuses_nul_characters_in_the_config(planner, db) -> None:
     assert response.status_code == 400
     assert "config" in response.json()
     assert not ModelProfile.objects.exists()
+
+
+def _raw_import(client, config_json: str, **fields: object) -> object:
+    body = '{"config": ' + config_json + "".join(f', "{k}": {json.dumps(v)}' for k, v in fields.items()) + "}"
+    return client.post(IMPORT, body, content_type="application/json")
+
+
+@pytest.mark.parametrize(
+    ("raw_value", "message"),
+    [
+        ("1e400", "must be finite"),
+        ('"\\ud800"', "lone surrogate"),
+        ('"a\\u0000"', "NUL"),
+        ('{"a": ' * 900 + "1" + "}" * 900, "nested more than 32 levels deep"),
+    ],
+)
+@pytest.mark.parametrize("save", [False, True])
+def test_import_refuses_what_postgresql_cannot_store_with_a_400(planner, db, raw_value, message, save) -> None:
+    config_json = json.dumps(QWEN_LIKE)[:-1] + f', "extra": {raw_value}}}'
+    response = _raw_import(planner, config_json, save=save)
+
+    assert response.status_code == 400
+    assert message in response.json()["config"][0]
+    assert not ModelProfile.objects.exists()
+
+
+def test_import_refuses_a_lone_surrogate_in_the_name(planner, db) -> None:
+    response = _raw_import(planner, json.dumps(QWEN_LIKE), save=True, name="\ud800")
+
+    assert response.status_code == 400
+    assert "name" in response.json()
+    assert not ModelProfile.objects.exists()
+
+
+@pytest.mark.parametrize("slug", [".", "..", ".hidden", "-x"])
+def test_import_refuses_slugs_that_are_not_names(planner, db, slug) -> None:
+    response = planner.post(IMPORT, {"config": QWEN_LIKE, "slug": slug, "save": True}, format="json")
+
+    assert response.status_code == 400
+    assert "slug" in response.json()
+    assert not ModelProfile.objects.exists()
+
+
+def test_import_of_a_taken_name_without_a_slug_is_numbered_like_the_page(planner, db) -> None:
+    slugs = [
+        planner.post(IMPORT, {"config": QWEN_LIKE, "name": "Twin", "save": True}, format="json").json()["model"]["slug"]
+        for _ in range(3)
+    ]
+
+    assert slugs == ["twin", "twin-2", "twin-3"]

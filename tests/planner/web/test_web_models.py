@@ -74,7 +74,7 @@ def test_a_chosen_slug_that_is_taken_is_a_field_error(planner_client, catalog):
         CREATE, {"name": "x", "slug": "qwen3-8b", "config_text": json.dumps(CONFIG), "save": "1"}
     )
     assert response.status_code == 200
-    assert response.context["form"].errors["slug"] == ["A model with this slug exists already."]
+    assert response.context["form"].errors["slug"] == ["a model 'qwen3-8b' exists already"]
 
 
 @pytest.mark.django_db
