@@ -13,7 +13,7 @@ from typing import Any
 from .errors import SizingInputError
 from .model_spec import LayerGroup, ModelSpec
 from .params import MlaShape, MoeShape, estimate_params
-from .validation import as_int
+from .validation import MAX_LAYERS, as_int
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
@@ -42,15 +42,20 @@ _HF_LAYER_TYPES = {
 }
 # Qwen2-style configs carry ``sliding_window`` even when it is off (``use_sliding_window: false``).
 _QWEN_FAMILY_PREFIX = "qwen"
+# What real models use, with headroom: the largest in the catalog (Llama 3.1 405B: 126 layers, 128 heads, hidden
+# 16384, intermediate 53248; Gemma 3: vocab 262208; Llama 4 Scout: 10M positions; DeepSeek-V3: 256 experts) times
+# 4 to 16. Beyond them a request is an attack on the CPU (a 100,000-layer config made a search run for seconds),
+# not a model.
 _LIMITS = {
-    "num_hidden_layers": 100_000,
-    "num_attention_heads": 1_000_000,
-    "num_key_value_heads": 1_000_000,
-    "hidden_size": 100_000_000,
-    "head_dim": 1_000_000,
-    "intermediate_size": 1_000_000_000,
-    "vocab_size": 1_000_000_000,
-    "max_position_embeddings": 2**40,
+    "num_hidden_layers": MAX_LAYERS,
+    "num_attention_heads": 1024,
+    "num_key_value_heads": 1024,
+    "hidden_size": 131_072,
+    "head_dim": 4096,
+    "intermediate_size": 1_048_576,
+    "vocab_size": 4_194_304,
+    "max_position_embeddings": 2**27,
+    "experts": 4096,
 }
 
 
@@ -215,20 +220,20 @@ def _groups(kinds: list[tuple[str, int | None]]) -> tuple[tuple[LayerGroup, ...]
 def _moe_shape(
     cfg: Mapping[str, Any], errors: dict[str, str], model_type: str, num_layers: int, intermediate: int
 ) -> MoeShape | None:
-    routed = _optional_int(cfg, errors, "n_routed_experts", minimum=0, maximum=1_000_000)
-    local = _optional_int(cfg, errors, "num_local_experts", minimum=0, maximum=1_000_000)
-    qwen = _optional_int(cfg, errors, "num_experts", minimum=0, maximum=1_000_000)
+    routed = _optional_int(cfg, errors, "n_routed_experts", minimum=0, maximum=_LIMITS["experts"])
+    local = _optional_int(cfg, errors, "num_local_experts", minimum=0, maximum=_LIMITS["experts"])
+    qwen = _optional_int(cfg, errors, "num_experts", minimum=0, maximum=_LIMITS["experts"])
     num_experts = routed or local or qwen
     if not num_experts or num_experts < 2:
         return None
-    top_k = _optional_int(cfg, errors, "num_experts_per_tok", maximum=1_000_000)
+    top_k = _optional_int(cfg, errors, "num_experts_per_tok", maximum=_LIMITS["experts"])
     if top_k is None:
         errors.setdefault("num_experts_per_tok", "required for a mixture-of-experts config")
         return None
     if top_k > num_experts:
         errors["num_experts_per_tok"] = f"{top_k} is more than the {num_experts} experts"
         return None
-    moe_inter = _optional_int(cfg, errors, "moe_intermediate_size", maximum=1_000_000_000)
+    moe_inter = _optional_int(cfg, errors, "moe_intermediate_size", maximum=_LIMITS["intermediate_size"])
     expert_inter = moe_inter or intermediate
     dense_inter = intermediate
     shared = 0
@@ -237,7 +242,8 @@ def _moe_shape(
         first_dense = _optional_int(cfg, errors, "first_k_dense_replace", minimum=0, maximum=100_000) or 0
         freq = _optional_int(cfg, errors, "moe_layer_freq", maximum=100_000) or 1
         layers = tuple(i >= first_dense and i % freq == 0 for i in range(num_layers))
-        shared = (_optional_int(cfg, errors, "n_shared_experts", minimum=0, maximum=1_000_000) or 0) * expert_inter
+        n_shared = _optional_int(cfg, errors, "n_shared_experts", minimum=0, maximum=_LIMITS["experts"])
+        shared = (n_shared or 0) * expert_inter
     elif qwen:  # Qwen2-MoE / Qwen3-MoE
         step = _optional_int(cfg, errors, "decoder_sparse_step", maximum=100_000) or 1
         mlp_only = cfg.get("mlp_only_layers") or []
@@ -251,7 +257,9 @@ def _moe_shape(
         step = _optional_int(cfg, errors, "interleave_moe_layer_step", maximum=100_000) or 1
         layers = tuple((i + 1) % step == 0 for i in range(num_layers))
         shared = intermediate  # one shared expert the size of a routed one
-        dense_inter = _optional_int(cfg, errors, "intermediate_size_mlp", maximum=1_000_000_000) or intermediate
+        dense_inter = (
+            _optional_int(cfg, errors, "intermediate_size_mlp", maximum=_LIMITS["intermediate_size"]) or intermediate
+        )
     else:  # Mixtral, gpt-oss: every layer routed, intermediate_size is the expert's
         layers = (True,) * num_layers
     return MoeShape(
@@ -307,8 +315,8 @@ def model_spec_from_hf_config(
         kv_heads = 1
     else:
         kv_heads = heads
-    kv_lora = _optional_int(cfg, errors, "kv_lora_rank", maximum=1_000_000)
-    rope_dim = _optional_int(cfg, errors, "qk_rope_head_dim", minimum=0, maximum=1_000_000)
+    kv_lora = _optional_int(cfg, errors, "kv_lora_rank", maximum=_LIMITS["head_dim"])
+    rope_dim = _optional_int(cfg, errors, "qk_rope_head_dim", minimum=0, maximum=_LIMITS["head_dim"])
     head_dim = _optional_int(cfg, errors, "head_dim", maximum=_LIMITS["head_dim"])
     dtype = _model_dtype(cfg, errors, notes)
     quantization = _quantization(cfg, errors, notes)

@@ -9,6 +9,7 @@ Sources (vLLM repository): ``vllm/config/model.py`` (``get_num_kv_heads``, ``get
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from .model_spec import ModelSpec
@@ -77,10 +78,8 @@ class StageGroups:
 
 
 def stage_groups(model: ModelSpec, layers: range) -> StageGroups:
-    counts: dict[int, int] = {}
-    for layer in layers:
-        index = model.layer_pattern[layer]
-        counts[index] = counts.get(index, 0) + 1
+    # Counted in C over the stage's slice: a Python loop per layer made plans cost in proportion to depth.
+    counts = Counter(model.layer_pattern[layers.start : layers.stop])
     if len(counts) == 1:
         ((index, count),) = counts.items()
         return StageGroups(count, count, ((index, count, 1),))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import SizingInputError
-from .validation import as_choice, as_int
+from .validation import MAX_LAYERS, as_choice, as_int
 
 LAYER_KINDS = ("full", "sliding_window", "chunked_local")
 ATTENTION_KINDS = ("MHA", "GQA", "MQA", "MLA")
@@ -64,7 +64,7 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}
-        as_int(errors, "num_layers", self.num_layers, maximum=100_000)
+        as_int(errors, "num_layers", self.num_layers, maximum=MAX_LAYERS)
         as_int(errors, "num_attention_heads", self.num_attention_heads, maximum=1_000_000)
         as_int(errors, "num_kv_heads", self.num_kv_heads, maximum=1_000_000)
         as_int(errors, "head_size", self.head_size, maximum=1_000_000)
@@ -92,7 +92,7 @@ class ModelSpec:
                 errors["layer_groups"] = f"item {index} is not a LayerGroup"
                 break
             as_choice(errors, "layer_groups", group.kind, LAYER_KINDS)
-            as_int(errors, "layer_groups", group.num_layers, maximum=100_000)
+            as_int(errors, "layer_groups", group.num_layers, maximum=MAX_LAYERS)
             if group.kind == "full":
                 if group.window is not None:
                     errors["layer_groups"] = "full-attention groups have no window"

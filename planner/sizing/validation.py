@@ -11,6 +11,10 @@ from typing import Any
 
 _MISSING = object()
 
+# The most layers a model may have: 4x the deepest real decoder (Llama 3.1 405B, 126). Plans and searches cost
+# time and response size in proportion to it (per-layer patterns and pipeline stages).
+MAX_LAYERS = 256
+
 
 def as_int(
     errors: dict[str, str],

@@ -369,3 +369,21 @@ def test_a_body_nested_too_deeply_is_a_400(planner, catalog, path) -> None:
     response = planner.post(path, body, content_type="application/json")
 
     assert response.status_code == 400
+
+
+def test_a_100000_layer_config_is_a_quick_400_not_seconds_of_search(anon, catalog) -> None:
+    import time
+
+    layers = 100_000
+    config = {
+        **SMALL_CONFIG,
+        "num_hidden_layers": layers,
+        "sliding_window": 1024,
+        "layer_types": ["sliding_attention" if i % 2 else "full_attention" for i in range(layers)],
+    }
+    start = time.perf_counter()
+    response = anon.post(SEARCH, {"model_config": config, "concurrency": 8}, format="json")
+
+    assert time.perf_counter() - start < 2.0
+    assert response.status_code == 400
+    assert "num_hidden_layers: must be at most 256" in response.json()["model_config"][0]
