@@ -188,7 +188,25 @@ SPECTACULAR_SETTINGS = {
 # Anonymous reads of the catalog and stateless sizing: on in dev, off in production unless asked for.
 KVDASH_PUBLIC_SIZING = env_bool("KVDASH_PUBLIC_SIZING", not PRODUCTION)
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# One cache for every gunicorn worker and replica, so rate limits (anonymous sizing, log-in attempts) count each
+# client once: Redis when CACHE_URL (default: the broker's URL, when that is Redis) names it, else a table in the
+# database (created by kvdash's migration 0001). Note that clearing a Redis cache empties its whole database.
+CACHE_URL = env_str("CACHE_URL", "" if _EMBEDDED_BROKER else CELERY_BROKER_URL)
+CACHE_TABLE = "kvdash_cache"
+if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            "KEY_PREFIX": "kvdash",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": CACHE_TABLE}}
+
+# Forwarded-for headers are believed only from these addresses (the reverse proxy in front of gunicorn); anyone
+# else could name any client address in them and so dodge the rate limits.
+TRUSTED_PROXIES = env_list("KVDASH_TRUSTED_PROXIES", [])
 
 LOGGING = {
     "version": 1,

@@ -14,10 +14,12 @@ from planner.services import catalog_load
 
 
 @pytest.fixture(autouse=True)
-def _fresh_caches() -> None:
+def _fresh_caches(request: pytest.FixtureRequest) -> None:
     # Rolled-back rows can reuse primary keys, and throttle counters live in the cache: start each test clean.
     spec_cache_clear()
-    cache.clear()
+    # The cache is a database table (or Redis): only tests that may touch the database can clear it.
+    if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames):
+        cache.clear()
 
 
 @pytest.fixture
