@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from planner.api.model_shapes import model_shape
 from planner.api.plan_serializers import ModelSpecSerializer
+from planner.api.strict_input import StrictInputMixin
 from planner.models import GpuProfile, ModelProfile
 
 # Catalog slugs carry dots ("llama-3.1-8b"), which Django's SlugField pattern leaves out.
@@ -65,7 +66,7 @@ class GpuProfileSerializer(serializers.ModelSerializer):
         ]
 
 
-class ModelImportRequestSerializer(serializers.Serializer):
+class ModelImportRequestSerializer(StrictInputMixin, serializers.Serializer):
     config = serializers.DictField(help_text="A Hugging Face config.json object (nested text_config allowed).")
     name = serializers.CharField(required=False, max_length=200, help_text="Default: hf_id, else the model_type.")
     slug = serializers.RegexField(

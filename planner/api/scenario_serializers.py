@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from planner.api.plan_serializers import PlanSerializer
 from planner.api.selectors import scenario_plan_result
+from planner.api.strict_input import StrictInputMixin
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
 
 
@@ -21,7 +22,7 @@ class CatalogSlugField(serializers.SlugRelatedField):
         return super().to_internal_value(data)
 
 
-class ScenarioSerializer(serializers.ModelSerializer):
+class ScenarioSerializer(StrictInputMixin, serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     model = CatalogSlugField(slug_field="slug", queryset=ModelProfile.objects.all(), help_text="Catalog model slug.")
     gpu = CatalogSlugField(slug_field="slug", queryset=GpuProfile.objects.all(), help_text="Catalog GPU slug.")

@@ -14,6 +14,7 @@ from rest_framework import serializers
 from rest_framework.fields import Field
 
 from planner.api.sizing import DEFAULT_GPU_BANDWIDTH_TBS, DEFAULT_GPU_BF16_TFLOPS
+from planner.api.strict_input import StrictInputMixin
 from planner.models import ContextRounding, KvCacheDtype, WeightDtype
 
 # Bounds that reject absurd values early; the engine's own limits are tighter where they matter.
@@ -38,7 +39,7 @@ class PrototypeFieldsMixin:
         return {name: copy.copy(field) for name, field in prototypes.items()}
 
 
-class SizeRequestSerializer(PrototypeFieldsMixin, serializers.Serializer):
+class SizeRequestSerializer(StrictInputMixin, PrototypeFieldsMixin, serializers.Serializer):
     model = serializers.CharField(
         required=False, max_length=100, help_text="Catalog model slug (GET /api/v1/models/). Or give model_config."
     )

@@ -39,7 +39,11 @@ LEAN_ACTIVATION_SINCE = (0, 17)
 NON_TORCH_025_SINCE = (0, 18)
 CUDA_GRAPH_RESERVE_SINCE = (0, 21)
 
-_VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$")
+# ASCII digits only: ``\d`` alone also matches full-width and other Unicode digits, which int() then reads.
+_VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$", re.ASCII)
+# The newest vLLM release whose behaviour the references describe (vllm-sizing-2026.md reads 0.33.0's source);
+# a later or made-up number ("99.99") would get rules nobody checked, so it is refused.
+NEWEST_KNOWN_RELEASE = (0, 33)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,11 @@ def engine_rules(engine_version: object) -> EngineRules:
     if match is None:
         raise SizingInputError({"engine_version": f"must be 'latest' or a release like '0.10', got {engine_version!r}"})
     version = (int(match.group(1)), int(match.group(2)))
+    if version[0] != 0 or not 1 <= version[1] <= NEWEST_KNOWN_RELEASE[1]:
+        newest = f"{NEWEST_KNOWN_RELEASE[0]}.{NEWEST_KNOWN_RELEASE[1]}"
+        raise SizingInputError(
+            {"engine_version": f"must be 'latest' or a vLLM release from 0.1 to {newest}, got {engine_version!r}"}
+        )
     return EngineRules(
         label=f"{version[0]}.{version[1]}",
         version=version,
