@@ -8,6 +8,7 @@ plotly.js through ``json_script``.
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -49,6 +50,16 @@ MLA_LATENT = (512, 64)  # DeepSeek-V2/V3's kv_lora_rank + qk_rope_head_dim
 GQA_DEFAULT_KV_HEADS = 8
 # An MLA model has no per-head K/V width of its own; 128 is the common head size of its peers.
 MHA_HEAD_SIZE_FOR_MLA_MODELS = 128
+
+
+def plot_text(text: str) -> str:
+    """A user's text (a scenario or model name) as Plotly shows it, literally.
+
+    Plotly reads names, titles and hover templates as its own small HTML (``<a href>`` is a live link, ``<b>``
+    bold) and hover templates' ``%{...}`` as fields; it decodes character references, so escaping ``<``, ``>``,
+    ``&``, quotes and ``%`` as references shows the text as typed and nothing more.
+    """
+    return html.escape(text, quote=True).replace("%", "&#37;")
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
@@ -258,7 +269,7 @@ def kv_variants_figure(*, plan: Plan) -> dict[str, Any]:
         }
     )
     layout = _layout(
-        f"KV cache per sequence: {plan.inputs.model.name} and its attention variants",
+        f"KV cache per sequence: {plot_text(plan.inputs.model.name)} and its attention variants",
         height=440,
         xaxis={
             "title": {"text": "context (tokens)"},
@@ -320,15 +331,15 @@ def compare_figures(*, scenarios: Sequence[Scenario], outcomes: Sequence[PlanOut
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": scenario.name,
+                "name": plot_text(scenario.name),
                 "legendgroup": str(scenario.pk),
                 "x": [row.concurrency for row in rows],
                 "y": [row.max_context_len for row in rows],
                 "line": {"color": color, "shape": "hv"},
-                "hovertemplate": f"{scenario.name}: %{{x}} × %{{y:,}} tokens<extra></extra>",
+                "hovertemplate": f"{plot_text(scenario.name)}: %{{x}} × %{{y:,}} tokens<extra></extra>",
             }
         )
-        point = _sla_point(plan, name=scenario.name, color=color)
+        point = _sla_point(plan, name=plot_text(scenario.name), color=color)
         point["legendgroup"] = str(scenario.pk)
         point["showlegend"] = False
         data.append(point)

@@ -106,3 +106,13 @@ def test_every_detail_figure_is_json_for_plotly(model):
     text = json.dumps(figures)
     assert "NaN" not in text and "Infinity" not in text
     assert all(figure["data"] and figure["layout"]["title"]["text"] for figure in figures.values())
+
+
+def test_a_model_name_reaches_the_chart_title_as_text():
+    model = dataclasses.replace(catalog_models()["qwen3-8b"], name="<b>bold</b> & <a href='x'>link</a>")
+    plan = compute_plan(PlanInputs(model=model, gpu=catalog_gpus()["rtx-4090"]))
+    title = kv_variants_figure(plan=plan)["layout"]["title"]["text"]
+    assert title == (
+        "KV cache per sequence: &lt;b&gt;bold&lt;/b&gt; &amp; &lt;a href=&#x27;x&#x27;&gt;link&lt;/a&gt; "
+        "and its attention variants"
+    )

@@ -51,3 +51,22 @@ def test_compare_without_two_real_scenarios_explains_instead_of_failing(viewer_c
 def test_the_same_scenario_twice_counts_once(viewer_client, catalog):
     scenario = ScenarioFactory()
     assert viewer_client.get(COMPARE, {"ids": [scenario.pk, scenario.pk]}).status_code == 400
+
+
+@pytest.mark.django_db
+def test_scenario_names_reach_the_chart_as_text_not_plotly_markup(viewer_client, catalog):
+    # Plotly reads <a href>, <b> and character references in names, and %{...} in hover templates.
+    evil = '<a href="https://evil.example">click</a> 100% %{x}'
+    first = ScenarioFactory(name=evil)
+    second = ScenarioFactory(name="plain")
+    response = viewer_client.get(COMPARE, {"ids": [first.pk, second.pk]})
+    figure = response.context["figures"]["chart-compare"]
+    escaped = "&lt;a href=&quot;https://evil.example&quot;&gt;click&lt;/a&gt; 100&#37; &#37;{x}"
+    traces = {trace["legendgroup"]: [] for trace in figure["data"]}
+    for trace in figure["data"]:
+        traces[trace["legendgroup"]].append(trace)
+    line, point = traces[str(first.pk)]
+    assert line["name"] == escaped
+    assert line["hovertemplate"] == f"{escaped}: %{{x}} × %{{y:,}} tokens<extra></extra>"
+    assert point["name"].startswith(f"{escaped}: ")
+    assert "<a" not in str(figure)
