@@ -12,6 +12,7 @@ cannot keep up, simulated time runs slower than asked instead of piling up a bac
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import threading
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 TICK_SECONDS = 0.05
 DEFAULT_MAX_STEPS_PER_SECOND = 100.0
 HANG_LIMIT_SECONDS = 3600.0
+SOCKET_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,21 @@ def cache_config_labels(
     }
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "vllm-simulator"
     server: _HttpServer
+    # Per socket operation: a client that connects and sends nothing (or reads nothing) frees its thread after
+    # this long instead of holding it forever.
+    timeout = SOCKET_TIMEOUT_SECONDS
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s %s", self.address_string(), format % args)
@@ -113,6 +127,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fault(self, method: str, query: str) -> None:
         owner = self.server.owner
+        if not owner.remote_fault and not _is_loopback(self.client_address[0]):
+            # Faults stop or stall the server: only a client on this machine may set them, unless asked for.
+            self._json(403, {"error": "/fault answers loopback clients only (--allow-remote-fault to change)"})
+            return
         if method == "GET":
             self._json(200, owner.fault_body())
             return
@@ -167,6 +185,8 @@ class SimulatorServer:
         self.options = options
         self.lock = threading.Lock()
         self.fault = Fault()
+        # /fault from other machines: off unless the operator asks (simulate_vllm --allow-remote-fault).
+        self.remote_fault = False
         self._initial_fault = fault
         self._fault_generation = 0
         self._stopping = threading.Event()

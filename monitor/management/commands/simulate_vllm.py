@@ -48,6 +48,11 @@ class Command(BaseCommand):
         where.add_argument("--legacy-metrics", action="store_true", help="Speak vLLM V0 metric names.")
         where.add_argument("--engines", type=int, default=None, help="Data-parallel engines (default: the plan's).")
         where.add_argument("--fault", choices=FAULT_MODES, default="none")
+        where.add_argument(
+            "--allow-remote-fault",
+            action="store_true",
+            help="Let clients on other machines use /fault (loopback only by default).",
+        )
         where.add_argument("--fault-delay", default=None, help="Seconds, for --fault slow.")
         where.add_argument("--fault-duration", default=None, help="Seconds until the fault clears itself.")
         where.add_argument("--duration", type=float, default=None, help="Stop after this many wall-clock seconds.")
@@ -84,7 +89,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         spec = self._spec(options)
         try:
-            server = build_server(spec).start()
+            server = build_server(spec)
+            server.remote_fault = options["allow_remote_fault"]
+            server.start()
         except ValueError as error:
             raise CommandError(str(error)) from None
         except OSError as error:
