@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE as CSP_NONE
+from csp.constants import SELF as CSP_SELF
+from csp.constants import UNSAFE_INLINE as CSP_UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from kvdash.env import check_secret_key, env_bool, env_int, env_list, env_str
@@ -45,6 +48,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "csp",
     "kvdash",
     "planner",
     "monitor",
@@ -60,6 +64,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "kvdash.urls"
@@ -97,6 +102,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# Failed log-ins allowed per client address and per username within the window (kvdash/login_throttle.py).
+LOGIN_FAILURE_LIMIT = env_int("KVDASH_LOGIN_FAILURE_LIMIT", 10)
+LOGIN_FAILURE_WINDOW = env_int("KVDASH_LOGIN_FAILURE_WINDOW", 900)
 LOGIN_REDIRECT_URL = "planner:scenario-list"
 LOGOUT_REDIRECT_URL = "home"
 
@@ -183,6 +191,24 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Content-Security-Policy (django-csp): scripts only from our own static files, so injected markup cannot run
+# script. Styles may be inline: Plotly, Swagger UI and Redoc set style attributes from their scripts.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [CSP_SELF],
+        "script-src": [CSP_SELF],
+        "style-src": [CSP_SELF, CSP_UNSAFE_INLINE],
+        "img-src": [CSP_SELF, "data:"],  # Swagger UI's and Redoc's icons are data: URIs
+        "font-src": [CSP_SELF, "data:"],
+        "worker-src": [CSP_SELF, "blob:"],  # Redoc's search index runs in a worker made from a blob
+        "connect-src": [CSP_SELF],
+        "object-src": [CSP_NONE],
+        "base-uri": [CSP_SELF],
+        "form-action": [CSP_SELF],
+        "frame-ancestors": [CSP_NONE],
+    }
 }
 
 # Anonymous reads of the catalog and stateless sizing: on in dev, off in production unless asked for.

@@ -5,11 +5,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from kvdash import views
+from kvdash.login_throttle import throttle_logins
+
+# The admin's own log-in form gets the same limit (AdminSite.get_urls routes to self.login).
+admin.site.login = throttle_logins(admin.site.login)  # type: ignore[method-assign]
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", throttle_logins(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("planner/", include("planner.urls")),
