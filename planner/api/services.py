@@ -33,12 +33,17 @@ def scenario_create(*, owner: AbstractBaseUser, data: dict[str, Any]) -> Scenari
 
 @transaction.atomic
 def scenario_update(*, scenario: Scenario, data: dict[str, Any]) -> Scenario:
-    """Change the given fields (a full or partial update); nothing is saved unless the engine can plan it."""
+    """Change the given fields (a full or partial update); nothing is saved unless the engine can plan it.
+
+    The row is read again under a lock and only the given fields are written: two PATCHes of different fields at
+    once both land (the second waits for the first, then applies its change to the row the first left).
+    """
+    locked = Scenario.objects.select_for_update().select_related("owner", "model", "gpu").get(pk=scenario.pk)
     for field, value in data.items():
-        setattr(scenario, field, value)
-    _check_plannable(scenario)
-    scenario.save()
-    return scenario
+        setattr(locked, field, value)
+    _check_plannable(locked)
+    locked.save(update_fields=[*data, "updated"])
+    return locked
 
 
 @dataclass(frozen=True)
