@@ -213,7 +213,9 @@ def _read_json_source(*, upload: UploadedFile | None, text: str) -> tuple[Any, s
         return None, f"The text is larger than {MAX_CONFIG_BYTES // 1000} kB."
     try:
         return json.loads(text), None
-    except (ValueError, RecursionError) as error:
+    except RecursionError:
+        return None, "Not valid JSON: nested too deeply."
+    except ValueError as error:
         return None, f"Not valid JSON: {error}"
 
 

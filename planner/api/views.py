@@ -214,6 +214,12 @@ class ModelProfileViewSet(BadInputAs400, viewsets.ReadOnlyModelViewSet):
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return ModelProfileSerializer if self.action == "list" else ModelProfileDetailSerializer
 
+    def get_queryset(self) -> Any:
+        # The list shows no config: decoding every stored config.json to list models is slow, and one
+        # pathological stored config would break the list.
+        queryset = super().get_queryset()
+        return queryset.defer("config") if self.action == "list" else queryset
+
     @extend_schema(
         operation_id="models_import",
         summary="Read an HF config.json: its shape, and with save=true keep it as a custom model",
