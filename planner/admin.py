@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from planner.json_documents import document_problem
 from planner.models import GpuProfile, ModelProfile, Scenario
 
 
@@ -16,8 +18,35 @@ class ModelNameFilter(admin.RelatedFieldListFilter):
         return list(ModelProfile.objects.order_by("name").values_list("pk", "name"))
 
 
+class ModelProfileAdminForm(forms.ModelForm):
+    """The admin's way in checks a config like the custom-model page and the API do."""
+
+    class Meta:
+        model = ModelProfile
+        fields = (
+            "slug",
+            "name",
+            "hf_id",
+            "config",
+            "params_b",
+            "params_active_b",
+            "source",
+            "notes",
+            "is_catalog",
+            "created_by",
+        )
+
+    def clean_config(self) -> Any:
+        config = self.cleaned_data.get("config")
+        problem = document_problem(config)
+        if problem:
+            raise forms.ValidationError(f"The config {problem}." if problem.startswith("is") else problem)
+        return config
+
+
 @admin.register(ModelProfile)
 class ModelProfileAdmin(admin.ModelAdmin):
+    form = ModelProfileAdminForm
     list_display = ("name", "slug", "hf_id", "params_b", "is_catalog", "updated")
     list_filter = ("is_catalog",)
     search_fields = ("name", "slug", "hf_id")

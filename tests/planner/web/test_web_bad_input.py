@@ -138,3 +138,16 @@ def test_a_deep_config_stored_before_the_checks_does_not_break_model_lists(clien
     assert listing.status_code == 200
     assert "deep" in [row["slug"] for row in listing.json()["results"]]
     assert deep.pk
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_deep_config_too(client, catalog):
+    admin = User.objects.create_superuser("root", "root@example.com", "x")
+    client.force_login(admin)
+    deep = json.dumps({**CONFIG, "extra": json.loads('{"a": ' * 100 + "1" + "}" * 100)})
+    response = client.post(
+        "/admin/planner/modelprofile/add/", {"slug": "deep", "name": "Deep", "config": deep, "source": "", "notes": ""}
+    )
+    assert response.status_code == 200
+    assert "nested more than 32 levels deep" in response.content.decode()
+    assert not ModelProfile.objects.filter(slug="deep").exists()
