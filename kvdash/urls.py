@@ -19,6 +19,7 @@ urlpatterns = [
     path("planner/", include("planner.urls")),
     path("monitor/", include("monitor.urls")),
     path("", include("planner.api.urls")),
+    path("", include("monitor.api.urls")),
 ]
 
 handler400 = views.bad_request
