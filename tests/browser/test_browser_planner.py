@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from playwright.sync_api import expect
 
 from planner.models import GpuProfile, ModelProfile, Scenario
 from planner.services import catalog_load
@@ -48,6 +49,9 @@ def test_plan_save_find_and_compare_in_the_browser(page, live_server, tmp_path):
     )
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # The browser reports what the Content-Security-Policy blocked on the console: the pages must need nothing.
+    csp_violations: list[str] = []
+    page.on("console", lambda m: csp_violations.append(m.text) if "Content Security Policy" in m.text else None)
 
     log_in(page, live_server, "alice")
     page.click("text=New scenario")
@@ -63,13 +67,12 @@ def test_plan_save_find_and_compare_in_the_browser(page, live_server, tmp_path):
     page.select_option("#id_gpu", "rtx-4090")
     page.fill("#id_max_model_len", "16384")
     headline = page.locator("#headline-text")
-    page.wait_for_function(
-        "document.querySelector('#headline-text')?.textContent.includes('1 sequence × 16K')", timeout=15_000
-    )
+    # expect() polls without evaluating strings in the page, which the Content-Security-Policy forbids.
+    expect(headline).to_contain_text("1 sequence × 16K", timeout=15_000)
     assert headline.text_content().startswith("fits: 1 sequence × 16K on 1× RTX 4090")
 
     page.fill("#id_concurrency", "2")
-    page.wait_for_function("document.querySelector('#headline-text')?.textContent.includes('2 sequences × 16K')")
+    expect(headline).to_contain_text("2 sequences × 16K")
     assert headline.text_content().startswith("fits: 2 sequences × 16K on 1× RTX 4090")
 
     # A bad value shows the field's error inline without a round trip through save.
@@ -118,3 +121,4 @@ def test_plan_save_find_and_compare_in_the_browser(page, live_server, tmp_path):
     assert "Qwen3 8B, 4 × 8K on an L4" in table
     assert page.locator("#chart-compare .scatterlayer .trace").count() >= 2
     assert errors == []
+    assert csp_violations == []
