@@ -169,11 +169,28 @@ KVDASH_INGEST_RETRY_MAX_S = env_int("KVDASH_INGEST_RETRY_MAX_S", 60)
 KVDASH_RAW_RETENTION_DAYS = env_int("KVDASH_RAW_RETENTION_DAYS", 30)
 KVDASH_ROLLUP_1M_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1M_RETENTION_DAYS", 30)
 KVDASH_ROLLUP_1H_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1H_RETENTION_DAYS", 400)
+# Alerts: a Slack-compatible incoming webhook (empty: no notifications); a rule's own URL overrides it.
+KVDASH_ALERT_WEBHOOK_URL = env_str("KVDASH_ALERT_WEBHOOK_URL", "").strip()
+if KVDASH_ALERT_WEBHOOK_URL and not KVDASH_ALERT_WEBHOOK_URL.startswith(("http://", "https://")):
+    # Not echoed: a webhook URL is a secret (Slack's carry their token in the path).
+    raise ImproperlyConfigured("KVDASH_ALERT_WEBHOOK_URL must be an http(s) URL")
+KVDASH_ALERT_WEBHOOK_TIMEOUT = 10.0
 CELERY_TASK_ROUTES = {"monitor.ingest_batch": {"queue": KVDASH_INGEST_QUEUE}}
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "monitor-schedule-scrapes": {"task": "monitor.schedule_scrapes", "schedule": float(KVDASH_SCRAPE_INTERVAL)},
     "monitor-rollup": {"task": "monitor.rollup", "schedule": 60.0},
     "monitor-prune": {"task": "monitor.prune", "schedule": 3600.0},
+    "monitor-pull-prometheus": {
+        "task": "monitor.pull_prometheus",
+        "schedule": float(KVDASH_SCRAPE_INTERVAL),
+        "options": {"expires": float(KVDASH_SCRAPE_INTERVAL)},
+    },
+    # Expires after one interval: a worker that was away does not wake up to a backlog of evaluations.
+    "monitor-evaluate-alerts": {
+        "task": "monitor.evaluate_alerts",
+        "schedule": float(KVDASH_SCRAPE_INTERVAL),
+        "options": {"expires": float(KVDASH_SCRAPE_INTERVAL)},
+    },
 }
 
 REST_FRAMEWORK = {
@@ -206,6 +223,10 @@ SPECTACULAR_SETTINGS = {
 
 # Anonymous reads of the monitor's pages and API: on in dev (make run), off in production unless asked for.
 KVDASH_PUBLIC_MONITOR = env_bool("KVDASH_PUBLIC_MONITOR", not PRODUCTION)
+
+# kvdash's own /metrics (plans and alert states for Prometheus): with a token, scrapers send it as a bearer
+# token; without one, /metrics follows the monitor's read rule (KVDASH_PUBLIC_MONITOR or a signed-in user).
+KVDASH_METRICS_TOKEN = env_str("KVDASH_METRICS_TOKEN", "").strip()
 
 # Anonymous reads of the catalog and stateless sizing: on in dev, off in production unless asked for.
 KVDASH_PUBLIC_SIZING = env_bool("KVDASH_PUBLIC_SIZING", not PRODUCTION)
