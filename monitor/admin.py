@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from monitor import admin_sources  # noqa: F401 - registers Prometheus sources and targets
+from monitor import admin_core, admin_sources  # noqa: F401 - register the data path and Prometheus sources
 from monitor.models import Alert, AlertRule, Notification, Silence
 
 # --- alerts -----------------------------------------------------------------------------------------------
