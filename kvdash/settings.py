@@ -167,6 +167,10 @@ KVDASH_INGEST_QUEUE = "kvdash.ingest"
 # Ingest retries while the database is away: backoff doubling from 2 s up to this, 30 tries (~25 min at 60).
 KVDASH_INGEST_RETRY_MAX_S = env_int("KVDASH_INGEST_RETRY_MAX_S", 60)
 KVDASH_RAW_RETENTION_DAYS = env_int("KVDASH_RAW_RETENTION_DAYS", 30)
+# Per-GPU rows outnumber engine rows 4:1 at 10,000 GPUs, and latency buckets are wide: shorter raw retention,
+# the rollups keep the long view (docs/monitor.md).
+KVDASH_GPU_RETENTION_DAYS = env_int("KVDASH_GPU_RETENTION_DAYS", 8)
+KVDASH_HISTOGRAM_RETENTION_DAYS = env_int("KVDASH_HISTOGRAM_RETENTION_DAYS", 8)
 KVDASH_ROLLUP_1M_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1M_RETENTION_DAYS", 30)
 KVDASH_ROLLUP_1H_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1H_RETENTION_DAYS", 400)
 # Alerts: a Slack-compatible incoming webhook (empty: no notifications); a rule's own URL overrides it.
@@ -179,6 +183,8 @@ CELERY_TASK_ROUTES = {"monitor.ingest_batch": {"queue": KVDASH_INGEST_QUEUE}}
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "monitor-schedule-scrapes": {"task": "monitor.schedule_scrapes", "schedule": float(KVDASH_SCRAPE_INTERVAL)},
     "monitor-rollup": {"task": "monitor.rollup", "schedule": 60.0},
+    # Samples that arrive late (ingest retried through a database outage) are rolled up by this sweep.
+    "monitor-rollup-catch-up": {"task": "monitor.rollup_catch_up", "schedule": 900.0},
     "monitor-prune": {"task": "monitor.prune", "schedule": 3600.0},
     "monitor-pull-prometheus": {
         "task": "monitor.pull_prometheus",
