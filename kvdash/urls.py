@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from kvdash import views
 from kvdash.login_throttle import throttle_logins
+from monitor import views_metrics
 
 # The admin's own log-in form gets the same limit (AdminSite.get_urls routes to self.login).
 admin.site.login = throttle_logins(admin.site.login)  # type: ignore[method-assign]
@@ -13,6 +14,7 @@ admin.site.login = throttle_logins(admin.site.login)  # type: ignore[method-assi
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", views_metrics.metrics, name="metrics"),
     path("accounts/login/", throttle_logins(auth_views.LoginView.as_view()), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

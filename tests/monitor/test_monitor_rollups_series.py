@@ -125,7 +125,9 @@ def test_long_ranges_read_rollups_and_stay_under_a_thousand_points():
     # 604,800 s / 1,000 points = 605 s, rounded up to whole minutes: 660 s from the 1-minute rollups.
     assert (step, source) == (660, "1m")
     assert series_window(start=START, end=START + dt.timedelta(days=90), step=None)[1:] == (10800, "1h")
-    assert series_window(start=START, end=START + dt.timedelta(minutes=15), step=None)[1:] == (1, "raw")
+    # Without a step, never finer than the scrape interval (10 s): finer steps would be mostly gaps.
+    assert series_window(start=START, end=START + dt.timedelta(minutes=15), step=None)[1:] == (10, "raw")
+    assert series_window(start=START, end=START + dt.timedelta(minutes=15), step=1)[1:] == (1, "raw")
 
 
 def test_histogram_quantile_interpolates_within_the_bucket():
@@ -152,6 +154,7 @@ def test_quantile_series_use_the_difference_between_minutes(frozen_now):
         )
         samples_write(HistogramSample, [row])
     result = series(endpoint, "ttft_p50_seconds", START, START + dt.timedelta(seconds=119), 60)
-    # Minute 1 saw [10, 30, 40, 40] more: the same shape as above, p50 = 0.3. Minute 0 has no earlier row.
-    assert [value for _, value in result.points] == [None, pytest.approx(0.3)]
+    # Between minute 0 and minute 1 came [10, 30, 40, 40] more: the shape above, p50 = 0.3, drawn at the
+    # start of that minute; the last minute has no later row yet.
+    assert [value for _, value in result.points] == [pytest.approx(0.3), None]
     assert T0 == START.timestamp()
