@@ -7,6 +7,8 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 API_PREFIX = "/api/"
+# Pages that check their own query parameters (the monitor's overview ignores a filter it cannot use).
+OWN_CHECKS_PREFIXES = ("/monitor/",)
 
 
 def bad_request_response(
@@ -29,6 +31,8 @@ class RejectNulMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path.startswith(OWN_CHECKS_PREFIXES):
+            return self.get_response(request)
         if "\x00" in request.path:
             return bad_request_response(request, "Not found: no address contains NUL (%00) characters.", status=404)
         for key, values in request.GET.lists():

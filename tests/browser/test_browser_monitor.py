@@ -8,6 +8,7 @@ import time
 
 import pytest
 from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
 
 from monitor.agent import AgentConfig, HistogramPacer, agent_round, payload_seal
 from monitor.charts import CHART_IDS
@@ -106,7 +107,8 @@ def test_overview_refreshes_itself_and_the_endpoint_page_draws_the_plan(page, li
     # The x axis spans the chosen window: one hour, then six after the switch.
     assert _span_hours(page) == pytest.approx(1, abs=0.01)
     page.click("button[data-range='6h']")
-    page.wait_for_function("document.getElementById('endpoint-charts').dataset.loadedRange === '6h'")
+    # expect() polls without evaluating a string in the page, which the Content-Security-Policy forbids.
+    expect(page.locator("#endpoint-charts")).to_have_attribute("data-loaded-range", "6h")
     assert _span_hours(page) == pytest.approx(6, abs=0.01)
     assert page.get_attribute("button[data-range='6h']", "aria-pressed") == "true"
     # The simulated server reports its own blocks (1,500) against the scenario's plan: the report says how far.
