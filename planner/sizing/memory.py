@@ -102,6 +102,15 @@ class WeightBytes:
     description: str
 
 
+def serving_dtype(model: ModelSpec, weight_dtype: str) -> str:
+    """The dtype vLLM runs the model in: ``--dtype`` when given; under ``auto`` the config's dtype, except
+    that float32 checkpoints are downcast to bfloat16 (``config/model.py``, ``_resolve_auto_dtype``). The
+    KV cache's ``auto`` dtype follows it (``vllm/config/cache.py``)."""
+    if weight_dtype in ("bfloat16", "float16", "float32"):
+        return weight_dtype
+    return "bfloat16" if model.dtype == "float32" else model.dtype
+
+
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
@@ -118,13 +127,14 @@ def weight_bytes(model: ModelSpec, weight_dtype: str) -> WeightBytes:
     """Bytes of the whole model's weights in ``weight_dtype`` (``auto``: the checkpoint's format)."""
     fmt = weight_dtype
     if fmt == "auto":
-        fmt = model.quantization or "bfloat16"  # float32 checkpoints load as 16-bit under dtype=auto
+        fmt = model.quantization or serving_dtype(model, "auto")
     embeddings = min(model.embedding_params, model.num_params)
     experts = min(model.num_expert_params, model.num_params - embeddings)
-    if fmt in ("bfloat16", "float16"):
-        expert_bytes = 2.0 * experts
-        total = 2.0 * model.num_params
-        description = f"{fmt}: 2 bytes per parameter"
+    if fmt in ("bfloat16", "float16", "float32"):
+        size = 4.0 if fmt == "float32" else 2.0
+        expert_bytes = size * experts
+        total = size * model.num_params
+        description = f"{fmt}: {size:g} bytes per parameter"
     elif fmt == "mxfp4":
         expert_bytes = MXFP4_BYTES_PER_PARAM * experts * _mxfp4_padding(model)
         total = expert_bytes + 2.0 * (model.num_params - experts)

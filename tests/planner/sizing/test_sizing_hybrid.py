@@ -1,0 +1,268 @@
+"""Hybrid (attention + Mamba / gated delta net) models, DeepSeek V3.2's indexer, and configs as they are.
+
+Every expected figure is derived by hand from vLLM 0.33.0's source (paths in the comments, and in
+planner/sizing/state_cache.py); the configs are the models' real config.json files
+(tests/planner/sizing/data/hf_configs/SOURCES.md). 40 GiB of KV memory per GPU (--kv-cache-memory-bytes)
+keeps the figures independent of the memory estimates: 40 GiB = 42,949,672,960 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.sizing import (
+    PlanInputs,
+    SizingInputError,
+    catalog_gpus,
+    catalog_models,
+    compute_plan,
+    model_spec_from_hf_config,
+)
+from planner.sizing.advice import valid_tensor_parallel
+
+CONFIGS = Path(__file__).parent / "data" / "hf_configs"
+KV_40_GIB = 42_949_672_960
+
+
+def config(name: str) -> dict:
+    with (CONFIGS / f"{name}.json").open(encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def plan_for(name: str, *, gpu: str = "h100-sxm", **kwargs):
+    model = model_spec_from_hf_config(config(name), hf_id=name.replace("--", "/"))
+    inputs = PlanInputs(model=model, gpu=catalog_gpus()[gpu], kv_cache_memory_gib=40, **kwargs)
+    return compute_plan(inputs, advice=False)
+
+
+QWEN3_NEXT = "Qwen--Qwen3-Next-80B-A3B-Thinking"
+QWEN35_27B = "Qwen--Qwen3.5-27B"
+QWEN35_35B = "Qwen--Qwen3.5-35B-A3B"
+NEMOTRON_NANO = "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+NEMOTRON_SUPER = "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8"
+NEMOTRON_H_56B = "nvidia--Nemotron-H-56B-Base-8K"
+DEEPSEEK_V32 = "deepseek-ai--DeepSeek-V3.2"
+
+
+def test_qwen3_next_reads_gated_delta_net_layers_from_full_attention_interval():
+    model = model_spec_from_hf_config(config(QWEN3_NEXT))
+    # full_attention_interval 4 over 48 layers: layers 3, 7, ..., 47 full (12), the other 36 GDN.
+    assert {group.kind: group.num_layers for group in model.layer_groups} == {"state": 36, "full": 12}
+    assert model.layer_pattern[:4] == (0, 0, 0, 1)
+    assert model.state is not None and model.state.kind == "gdn"
+
+
+def test_qwen3_next_tp2_prefix_caching_on_h100():
+    """Qwen3-Next-80B-A3B at tp 2, vLLM 0.33 defaults (prefix caching on for hybrids: align mode).
+
+    Attention per token per layer per rank: 2 KV heads / tp 2 = 1 head x 256 x (K, V) x 2 bytes = 1,024.
+    GDN state per rank: conv (kernel 4 - 1, (2 x 16 x 128 + 32 x 128) / 2 = 4,096) bf16 = 24,576 B;
+    recurrent (32 / 2 = 16, 128, 128) bf16 (no mamba_ssm_dtype: auto = model dtype) = 524,288 B;
+    page 548,864 B. H100: FlashInfer GDN prefill -> checkpoint grid 64, so k = lcm(16, 64) = 64 and
+    block = 64 x cdiv(548,864, 64 x 1,024) = 64 x 9 = 576 (_align_hybrid_block_size).
+    Groups: 12 full, 36 GDN; 36 >= 1.5 x 12 so group size 12: 1 attention group, 3 state groups;
+    bytes per block 12 x 576 x 1,024 = 7,077,888; blocks = 42,949,672,960 // 7,077,888 = 6,068.
+    Per request at 262,144 tokens: cdiv(262,144, 576) = 456 + 3 groups x (2 + 0 spec + 1 checkpoint) = 465.
+    Concurrency 6,068 / 465 = 13.0495; reported tokens int(13.0495 x 262,144) = 3,420,838.
+    """
+    plan = plan_for(QWEN3_NEXT, tensor_parallel_size=2)
+    assert plan.block_size == 576
+    assert plan.state_page_bytes == 548_864
+    assert plan.group_size == 12
+    assert plan.num_gpu_blocks == 6_068
+    assert plan.worst_case_blocks_per_request == 465
+    assert plan.state_blocks_per_request == 3
+    assert plan.max_concurrency == pytest.approx(6_068 / 465)
+    assert plan.reported_kv_cache_tokens == 3_420_838
+    # Physical: blocks x block size, which 0.33 no longer prints for multi-group models.
+    assert plan.kv_capacity_tokens == 6_068 * 576
+    assert plan.inputs.enable_prefix_caching is True
+    # Only the 12 attention layers hold per-token KV: 1,024 x 12 = 12,288 bytes per token per GPU.
+    assert plan.kv_bytes_per_token_per_gpu == 12_288
+
+
+def test_qwen3_next_prefix_caching_off():
+    """Prefix caching off: mamba_cache_mode none, no checkpoint grid: k = 16, block = 16 x cdiv(548,864,
+    16 x 1,024) = 16 x 34 = 544; bytes per block 12 x 544 x 1,024 = 6,684,672; blocks 42,949,672,960 //
+    6,684,672 = 6,425; per request cdiv(262,144, 544) = 482 + 3 x 1 = 485; tokens int(6,425 x 262,144 /
+    485) = 3,472,732."""
+    plan = plan_for(QWEN3_NEXT, tensor_parallel_size=2, enable_prefix_caching=False)
+    assert (plan.block_size, plan.num_gpu_blocks, plan.worst_case_blocks_per_request) == (544, 6_425, 485)
+    assert plan.reported_kv_cache_tokens == 3_472_732
+    assert "--no-enable-prefix-caching" in plan.vllm_command
+
+
+def test_gdn_on_a100_has_no_checkpoint_block():
+    """A100: Triton GDN prefill (no FlashInfer), so align mode has no checkpoint block or 64-token grid:
+    block 544 as with caching off, state blocks 2 per request: 482 + 3 x 2 = 488."""
+    plan = plan_for(QWEN3_NEXT, gpu="a100-80gb", tensor_parallel_size=2)
+    assert plan.block_size == 544
+    assert plan.state_blocks_per_request == 2
+    assert plan.worst_case_blocks_per_request == 488
+
+
+def test_engine_0_19_reports_blocks_over_groups_with_prefix_caching_off():
+    """vLLM 0.19: hybrid prefix caching off by default (on from 0.28), and the log's token figure was
+    num_blocks // groups x block size: 6,425 // 4 x 544 = 1,606 x 544 = 873,664."""
+    plan = plan_for(QWEN3_NEXT, tensor_parallel_size=2, engine_version="0.19")
+    assert plan.inputs.enable_prefix_caching is False
+    assert plan.num_gpu_blocks == 6_425
+    assert plan.reported_kv_cache_tokens == 873_664
+
+
+def test_nemotron_3_nano_mamba2_state():
+    """Nemotron 3 Nano 30B-A3B at tp 1 (hybrid_override_pattern: 23 M, 6 *, 23 E).
+
+    Attention: 2 KV heads x 128 x 2 x 2 bytes = 1,024 B per token per layer.
+    Mamba2 state: conv (3, 64 x 64 + 2 x 8 x 128 = 6,144) bf16 = 36,864 B; ssm (64, 64, 128) float32
+    (mamba_ssm_cache_dtype) = 2,097,152 B; page 2,134,016. Mamba2's checkpoint alignment is 1, so
+    k = 16 and block = 16 x cdiv(2,134,016, 16,384) = 16 x 131 = 2,096.
+    Group size 6 (23 >= 9): 1 attention group, cdiv(23, 6) = 4 state groups; bytes per block
+    6 x 2,096 x 1,024 = 12,877,824; blocks 42,949,672,960 // 12,877,824 = 3,335.
+    Per request: cdiv(262,144, 2,096) = 126 + 4 x (2 + 1 checkpoint) = 138; tokens int(3,335 x 262,144
+    / 138) = 6,335,146 (the issue's ~6.3M; counting Mamba layers as attention gave ~0.8M).
+    """
+    plan = plan_for(NEMOTRON_NANO)
+    assert plan.block_size == 2_096
+    assert plan.state_page_bytes == 2_134_016
+    assert plan.num_gpu_blocks == 3_335
+    assert plan.worst_case_blocks_per_request == 138
+    assert plan.reported_kv_cache_tokens == 6_335_146
+    kinds = {group.kind: (group.num_layers, group.num_groups) for group in plan.kv_groups}
+    assert kinds == {"state": (23, 4), "full": (6, 1)}
+
+
+def test_nemotron_h_56b_at_tp4_splits_groups_and_heads():
+    """Nemotron-H 56B at tp 4, max_model_len 8,192: Mamba2 256 heads x 64 = 16,384 channels, 8 groups,
+    state 256. Per rank: conv (3, (16,384 + 2 x 8 x 256) / 4 = 5,120) bf16 = 30,720 B; ssm (256 / 4 = 64,
+    64, 256) float32 = 4,194,304 B; page 4,225,024. Attention: 8 KV heads / 4 = 2 x 128 x 2 x 2 = 1,024 B.
+    block = 16 x cdiv(4,225,024, 16,384) = 16 x 258 = 4,128. Layers: 10 attention, 54 Mamba: group 10,
+    cdiv(54, 10) = 6 state groups; bytes per block 10 x 4,128 x 1,024 = 42,270,720; blocks
+    42,949,672,960 // 42,270,720 = 1,016. Per request: cdiv(8,192, 4,128) = 2 + 6 x 3 = 20."""
+    plan = plan_for(NEMOTRON_H_56B, tensor_parallel_size=4)
+    assert plan.state_page_bytes == 4_225_024
+    assert plan.block_size == 4_128
+    assert plan.num_gpu_blocks == 1_016
+    assert plan.worst_case_blocks_per_request == 20
+
+
+def test_qwen35_mtp_speculative_tokens_add_state_blocks_and_an_attention_layer():
+    """Qwen3.5-27B, tp 1, one MTP speculative token. Attention: 4 KV heads x 256 x 2 x 2 = 4,096 B.
+    GDN state with 1 speculative token: conv (3 + 1, 2 x 16 x 128 + 48 x 128 = 10,240) bf16 = 81,920 B;
+    ssm (48, 128, 128) float32 (mamba_ssm_dtype) = 3,145,728 B; page 3,227,648.
+    block = 64 x cdiv(3,227,648, 64 x 4,096) = 64 x 13 = 832.
+    Layers: 16 full + 1 MTP draft layer = 17, 48 GDN: group 17, cdiv(48, 17) = 3 state groups; bytes per
+    block 17 x 832 x 4,096 = 57,933,824; blocks 42,949,672,960 // 57,933,824 = 741.
+    Per request: cdiv(262,144, 832) = 316 + 3 x (2 + 1 speculative + 1 checkpoint) = 328;
+    tokens int(741 x 262,144 / 328) = 592,221."""
+    plan = plan_for(QWEN35_27B, num_speculative_tokens=1)
+    assert plan.state_page_bytes == 3_227_648
+    assert plan.block_size == 832
+    assert plan.group_size == 17
+    assert plan.num_gpu_blocks == 741
+    assert plan.state_blocks_per_request == 4
+    assert plan.worst_case_blocks_per_request == 328
+    assert plan.reported_kv_cache_tokens == 592_221
+    assert '"num_speculative_tokens": 1' in plan.vllm_command
+
+
+def test_deepseek_v32_indexer_and_fp8_ds_mla():
+    """DeepSeek V3.2 at tp 8: per token per layer the 576-wide latent (bf16: 1,152 B) plus the indexer key
+    (128 fp8 + 128 / 128 x 4 scale bytes = 132); block 64; 61 layers in one group.
+    bf16: 61 x 64 x 1,284 = 5,012,736 B per block -> 42,949,672,960 // 5,012,736 = 8,568 blocks.
+    fp8 (fp8_ds_mla, 656 B): 61 x 64 x (656 + 132) = 3,076,352 -> 13,961 blocks.
+    Without the indexer (DeepSeek V3, 1,152 B): 4,497,408 -> 9,549 blocks."""
+    bf16 = plan_for(DEEPSEEK_V32, tensor_parallel_size=8)
+    fp8 = plan_for(DEEPSEEK_V32, tensor_parallel_size=8, kv_cache_dtype="fp8")
+    assert bf16.num_gpu_blocks == 8_568
+    assert fp8.num_gpu_blocks == 13_961
+    assert bf16.kv_bytes_per_token_per_gpu == 61 * 1_284
+    assert fp8.kv_bytes_per_token_per_gpu == 61 * 788
+    v3 = compute_plan(
+        PlanInputs(
+            model=catalog_models()["deepseek-v3"],
+            gpu=catalog_gpus()["h100-sxm"],
+            tensor_parallel_size=8,
+            kv_cache_memory_gib=40,
+        ),
+        advice=False,
+    )
+    assert v3.num_gpu_blocks == 9_549
+
+
+def test_infinity_in_a_real_config_is_accepted():
+    """Nemotron 3 Super's time_step_limit is [0.0, Infinity] (a JSON extension Python reads)."""
+    raw = (CONFIGS / f"{NEMOTRON_SUPER}.json").read_text(encoding="utf-8")
+    assert "Infinity" in raw
+    model = model_spec_from_hf_config(json.loads(raw))
+    # 88 layers: 40 M, 8 *, 40 E; MTP pattern "*E" gives one draft attention layer.
+    assert {group.kind: group.num_layers for group in model.layer_groups} == {"state": 40, "none": 40, "full": 8}
+    assert model.num_mtp_layers == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [
+        ("deepseek-ai--DeepSeek-V4-Flash", "compress_ratios"),
+        ("google--gemma-4-26B-A4B", "global_head_dim"),
+    ],
+)
+def test_unsupported_architectures_name_the_field(name, field):
+    with pytest.raises(SizingInputError) as error:
+        model_spec_from_hf_config(config(name))
+    assert field in error.value.errors
+
+
+def test_state_signals_without_a_layout_are_refused_not_sized_as_attention():
+    cfg = config(NEMOTRON_NANO)
+    del cfg["hybrid_override_pattern"]
+    with pytest.raises(SizingInputError) as error:
+        model_spec_from_hf_config(cfg)
+    assert "ssm_state_size" in error.value.errors or "mamba_num_heads" in error.value.errors
+
+
+def test_unknown_layer_type_names_the_value():
+    cfg = config(QWEN35_27B)
+    cfg["text_config"]["layer_types"][0] = "indexed_attention"
+    with pytest.raises(SizingInputError) as error:
+        model_spec_from_hf_config(cfg)
+    assert "indexed_attention" in error.value.errors["layer_types"]
+
+
+STATE_CONFIGS = [QWEN3_NEXT, QWEN35_27B, QWEN35_35B, NEMOTRON_NANO, NEMOTRON_SUPER, NEMOTRON_H_56B]
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in CONFIGS.glob("*.json") if "hf_quant" not in path.stem))
+def test_every_test_config_plans_or_names_what_is_unsupported(name):
+    """A plan, or a SizingInputError naming a field; never a plan that counts state layers as attention."""
+    try:
+        model = model_spec_from_hf_config(config(name))
+    except SizingInputError as error:
+        assert error.errors and all(isinstance(message, str) and message for message in error.errors.values())
+        return
+    tp = 8 if model.num_params > 200e9 else 4 if model.num_params > 60e9 else 1
+    plan = compute_plan(
+        PlanInputs(model=model, gpu=catalog_gpus()["h200"], tensor_parallel_size=tp, kv_cache_memory_gib=40),
+        advice=False,
+    )
+    if name in STATE_CONFIGS:
+        assert model.num_state_layers > 0
+        assert any(group.kind == "state" for group in plan.kv_groups)
+        assert plan.state_blocks_per_request > 0
+        assert plan.kv_bytes_per_token_per_gpu < plan.state_page_bytes  # per token: attention layers only
+    else:
+        assert model.num_state_layers == 0
+
+
+@pytest.mark.parametrize("slug", sorted(catalog_models()))
+def test_every_catalog_model_plans_without_state_counted_as_attention(slug):
+    model = catalog_models()[slug]
+    tp = next(tp for tp in (8, 4, 2, 1) if valid_tensor_parallel(model, tp))
+    plan = compute_plan(
+        PlanInputs(model=model, gpu=catalog_gpus()["h200"], gpu_count=8, tensor_parallel_size=tp), advice=False
+    )
+    assert plan.num_gpu_blocks > 0
+    assert sum(group.num_layers for group in plan.kv_groups if group.kind != "state") == model.num_attention_layers
