@@ -4,12 +4,14 @@ its plan is always recomputed by the sizing engine (planner.services.scenario_pl
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from planner.sizing import GpuSpec, ModelSpec, model_spec_from_hf_config
+from planner.sizing.hf_config import storable_config
 
 GIB = 2**30
 
@@ -60,6 +62,12 @@ class ModelProfile(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Real configs hold JSON's Infinity/NaN extensions (Nemotron-H's time_step_limit); PostgreSQL's
+        # jsonb refuses them, so they are stored as strings (none of them matters to sizing).
+        self.config = storable_config(self.config)
+        super().save(*args, **kwargs)
 
     def spec(self) -> ModelSpec:
         spec = model_spec_from_hf_config(

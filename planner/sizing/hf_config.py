@@ -452,6 +452,19 @@ def _moe_shape(
     )
 
 
+def storable_config(value: Any) -> Any:
+    """``value`` with non-finite floats (JSON's ``Infinity``/``NaN`` extensions, which Python's json reads
+    and real HF configs contain) replaced by the strings ``"Infinity"``, ``"-Infinity"`` and ``"NaN"``, so
+    strict JSON stores (PostgreSQL's jsonb) and renderers accept it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, Mapping):
+        return {key: storable_config(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_config(item) for item in value]
+    return value
+
+
 def model_spec_from_hf_config(
     config: Any,
     *,
