@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import SizingInputError
 from .model_spec import LayerGroup, ModelSpec, StateSpec
-from .params import MlaShape, MoeShape, estimate_params, state_mixer_params, tower_params
+from .params import MlaShape, MoeShape, ParamCount, estimate_params, state_mixer_params, tower_params
 from .validation import as_int
 
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -117,26 +118,109 @@ def _model_dtype(cfg: Mapping[str, Any], errors: dict[str, str], notes: list[str
     return "bfloat16"
 
 
-def _quantization(cfg: Mapping[str, Any], errors: dict[str, str], notes: list[str]) -> str | None:
-    """The checkpoint's own weight format (``quantization_config``), used when weight_dtype is ``auto``."""
+_QUANT_ALGOS = {"nvfp4": "nvfp4", "fp8": "fp8", "fp8_pb_wo": "fp8_block", "w4a16_awq": "int4", "mxfp4": "mxfp4"}
+
+
+def _quantization(
+    cfg: Mapping[str, Any], errors: dict[str, str], notes: list[str], hf_quant: Mapping[str, Any] | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """The checkpoint's own weight format and the modules it leaves unquantised, used when weight_dtype is
+    ``auto``: ``quantization_config`` (fp8, with or without 128x128 block scales; mxfp4; AWQ/GPTQ;
+    ModelOpt; compressed-tensors), else the ModelOpt ``hf_quant_config.json`` (``quantization.quant_algo``,
+    ``exclude_modules``)."""
     qc = cfg.get("quantization_config")
+    if qc is None and hf_quant is not None:
+        inner = hf_quant.get("quantization", hf_quant)
+        qc = {"quant_method": "modelopt", **inner} if isinstance(inner, Mapping) else inner
     if qc is None:
-        return None
+        return None, ()
     if not isinstance(qc, Mapping):
         errors["quantization_config"] = "must be a JSON object (dict)"
-        return None
+        return None, ()
     method = qc.get("quant_method")
     if not isinstance(method, str):
         errors["quantization_config"] = "quant_method must be a string"
-        return None
+        return None, ()
     method = method.lower()
-    if method in ("fp8", "mxfp4"):
-        return method
-    bits = qc.get("bits", qc.get("w_bit"))
-    if method in ("awq", "gptq", "autoround", "auto-round") and bits in (4, 8):
-        return f"int{bits}"
-    notes.append(f"quantization_config {method!r} not modelled: weights sized from torch_dtype")
-    return None
+    excluded_raw = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("exclude_modules") or []
+    excluded = tuple(item for item in excluded_raw if isinstance(item, str)) if isinstance(excluded_raw, list) else ()
+    fmt: str | None = None
+    if method == "fp8":
+        fmt = "fp8_block" if qc.get("weight_block_size") else "fp8"
+    elif method == "mxfp4":
+        fmt = "mxfp4"
+    elif method in ("modelopt", "modelopt_fp4"):
+        algo = qc.get("quant_algo")
+        fmt = _QUANT_ALGOS.get(algo.lower()) if isinstance(algo, str) else None
+    elif method == "compressed-tensors":
+        groups = qc.get("config_groups")
+        weights = next(iter(groups.values()), {}).get("weights") if isinstance(groups, Mapping) and groups else None
+        if isinstance(weights, Mapping):
+            bits, kind = weights.get("num_bits"), weights.get("type")
+            if bits == 4:
+                fmt = "nvfp4" if kind == "float" and weights.get("group_size") == 16 else "int4"
+            elif bits == 8:
+                block = weights.get("strategy") == "block"
+                fmt = ("fp8_block" if block else "fp8") if kind == "float" else "int8"
+    else:
+        bits = qc.get("bits", qc.get("w_bit"))
+        if method in ("awq", "gptq", "autoround", "auto-round") and bits in (4, 8):
+            fmt = f"int{bits}"
+    if fmt is None:
+        notes.append(f"quantization_config {method!r} not modelled: weights sized from torch_dtype")
+        return None, ()
+    return fmt, excluded
+
+
+_ATTENTION_MODULES = ("self_attn", "q_proj", "k_proj", "v_proj", "o_proj", "qkv", "q_a_proj", "q_b_proj", "kv_a_proj")
+_STATE_MODULES = ("linear_attn", "in_proj", "out_proj")
+_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
+
+
+def _unquantized_params(count: ParamCount, excluded: tuple[str, ...], kinds: list[tuple[str, int | None]]) -> int:
+    """Parameters the checkpoint keeps in 16 bits beyond the embeddings and LM head: the attention, state
+    mixer and shared-expert weights of the layers its exclude list names (a pattern without a layer index
+    covers every layer). Norms, routers and conv weights are too small to matter."""
+    if not excluded:
+        return 0
+    named: dict[str, set[int] | None] = {"attention": set(), "state": set(), "shared": set()}
+
+    def add(category: str, layer: int | None) -> None:
+        current = named[category]
+        if current is None:
+            return
+        if layer is None:
+            named[category] = None
+        else:
+            current.add(layer)
+
+    for pattern in excluded:
+        text = pattern.lower()
+        match = _LAYER_INDEX.search(text)
+        layer = int(match.group(1)) if match else None
+        if "shared_expert" in text:
+            add("shared", layer)
+        elif any(key in text for key in _STATE_MODULES):
+            add("state", layer)
+        elif any(key in text for key in _ATTENTION_MODULES):
+            add("attention", layer)
+
+    def share(category: str, members: list[int]) -> float:
+        chosen = named[category]
+        if chosen is None:
+            return 1.0
+        if not members:
+            return 0.0
+        return len(chosen.intersection(members)) / len(members)
+
+    attention_layers = [i for i, (kind, _) in enumerate(kinds) if kind not in ("state", "none")]
+    state_layers = [i for i, (kind, _) in enumerate(kinds) if kind == "state"]
+    all_layers = list(range(len(kinds)))
+    return round(
+        count.attention * share("attention", attention_layers)
+        + count.state * share("state", state_layers)
+        + count.shared_experts * share("shared", all_layers)
+    )
 
 
 _STATE_LAYER_TYPES = {"linear_attention": "state", "mamba": "state", "mamba2": "state"}
@@ -473,9 +557,15 @@ def model_spec_from_hf_config(
     num_active_params: int | None = None,
     hf_id: str | None = None,
     slug: str | None = None,
+    hf_quant_config: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
-    """Build a ModelSpec from ``config.json``. Without ``num_params`` the count is estimated from shapes."""
+    """Build a ModelSpec from ``config.json``. Without ``num_params`` the count is estimated from shapes.
+
+    ``hf_quant_config``: a ModelOpt checkpoint's ``hf_quant_config.json`` (NVFP4/FP8 checkpoints whose
+    config.json has no quantization_config); a config may also carry it under the key ``hf_quant_config``."""
     cfg = _merged_config(config)
+    if hf_quant_config is None and isinstance(cfg.get("hf_quant_config"), Mapping):
+        hf_quant_config = cfg["hf_quant_config"]
     errors: dict[str, str] = {}
     notes: list[str] = []
     raw_type = cfg.get("model_type")
@@ -513,7 +603,7 @@ def model_spec_from_hf_config(
     rope_dim = _optional_int(cfg, errors, "qk_rope_head_dim", minimum=0, maximum=1_000_000)
     head_dim = _optional_int(cfg, errors, "head_dim", maximum=_LIMITS["head_dim"])
     dtype = _model_dtype(cfg, errors, notes)
-    quantization = _quantization(cfg, errors, notes)
+    quantization, excluded_modules = _quantization(cfg, errors, notes, hf_quant_config)
     tie = _optional_bool(cfg, errors, "tie_word_embeddings")
     if errors:
         raise SizingInputError(errors)
@@ -637,6 +727,7 @@ def model_spec_from_hf_config(
     else:
         active = count.active
     expert_share = count.routed_experts / count.total if count.total else 0.0
+    unquantized_share = _unquantized_params(count, excluded_modules, kinds) / count.total if count.total else 0.0
     return ModelSpec(
         name=name or (hf_id or model_type or "custom model"),
         num_layers=layers,
@@ -661,6 +752,7 @@ def model_spec_from_hf_config(
         layer_pattern=pattern,
         tie_word_embeddings=tie,
         num_expert_params=round(total * expert_share),
+        unquantized_params=round(total * unquantized_share),
         num_experts=moe.num_experts if moe else 0,
         num_experts_per_tok=moe.experts_per_token if moe else 0,
         expert_intermediate_size=moe.expert_intermediate_size if moe else 0,

@@ -109,6 +109,8 @@ class ModelSpec:
     num_mtp_layers: int = 0
     # DeepSeek V3.2's sparse-attention indexer: its key cache per token per layer (bytes), 0 when none.
     indexer_bytes_per_token: int = 0
+    # Weights a quantised checkpoint keeps in 16 bits besides the embeddings and LM head (its exclude list).
+    unquantized_params: int = 0
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}

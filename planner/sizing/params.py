@@ -46,6 +46,12 @@ class ParamCount:
     total: int
     active: int
     routed_experts: int
+    # Shares a checkpoint may leave unquantised (its exclude_modules / ignore lists name them).
+    attention: int = 0
+    state: int = 0
+    shared_experts: int = 0
+    dense_mlp: int = 0
+    embeddings: int = 0
 
 
 def estimate_params(
@@ -99,9 +105,14 @@ def estimate_params(
     total = 0
     active = 0
     routed = 0
+    parts = {"attention": 0, "state": 0, "shared": 0, "dense": 0}
     for layer in range(num_layers):
         mixer = mixers[layer] if mixers else "attention"
         fixed = norms_per_layer * h + (attention if mixer == "attention" else state_params if mixer == "state" else 0)
+        if mixer == "attention":
+            parts["attention"] += attention
+        elif mixer == "state":
+            parts["state"] += state_params
         total += fixed
         active += fixed
         mlp = mlps[layer] if mlps else "moe" if moe is not None and moe.moe_layers[layer] else "dense"
@@ -111,6 +122,7 @@ def estimate_params(
             inter = moe.dense_intermediate_size if moe is not None else intermediate_size
             total += (3 if gated_mlp else 2) * h * inter
             active += (3 if gated_mlp else 2) * h * inter
+            parts["dense"] += (3 if gated_mlp else 2) * h * inter
             continue
         matrices = 3 if moe.gated else 2
         expert = matrices * (moe.expert_hidden_size or h) * moe.expert_intermediate_size
@@ -119,10 +131,20 @@ def estimate_params(
         router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
         shared = matrices * h * moe.shared_intermediate_size + (h if moe.shared_expert_gate else 0)
         routed += moe.num_experts * expert
+        parts["shared"] += shared
         total += moe.num_experts * expert + router + shared + moe.extra_params_per_layer
         active += moe.experts_per_token * expert + router + shared + moe.extra_params_per_layer
     embeddings = vocab_size * h * (1 if tie_word_embeddings else 2) + h  # + final norm
-    return ParamCount(total=total + embeddings, active=active + embeddings, routed_experts=routed)
+    return ParamCount(
+        total=total + embeddings,
+        active=active + embeddings,
+        routed_experts=routed,
+        attention=parts["attention"],
+        state=parts["state"],
+        shared_experts=parts["shared"],
+        dense_mlp=parts["dense"],
+        embeddings=embeddings,
+    )
 
 
 def state_mixer_params(state: StateSpec, hidden_size: int, *, conv_bias: bool = True) -> int:
