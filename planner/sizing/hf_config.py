@@ -154,7 +154,8 @@ def _quantization(
         fmt = _QUANT_ALGOS.get(algo.lower()) if isinstance(algo, str) else None
     elif method == "compressed-tensors":
         groups = qc.get("config_groups")
-        weights = next(iter(groups.values()), {}).get("weights") if isinstance(groups, Mapping) and groups else None
+        first: Any = next(iter(groups.values()), None) if isinstance(groups, Mapping) else None
+        weights = first.get("weights") if isinstance(first, Mapping) else None
         if isinstance(weights, Mapping):
             bits, kind = weights.get("num_bits"), weights.get("type")
             if bits == 4:
