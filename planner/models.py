@@ -20,6 +20,7 @@ class WeightDtype(models.TextChoices):
     AUTO = "auto", "auto (model dtype / checkpoint quantisation)"
     BFLOAT16 = "bfloat16", "bfloat16"
     FLOAT16 = "float16", "float16"
+    FLOAT32 = "float32", "float32 (4-byte weights and KV cache)"
     FP8 = "fp8", "fp8"
     INT8 = "int8", "int8"
     INT4 = "int4", "int4 (with group scales)"
@@ -150,6 +151,18 @@ class Scenario(models.Model):
     block_size = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     max_num_batched_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     engine_version = models.CharField(max_length=16, default="latest")
+    enable_prefix_caching = models.BooleanField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Blank: vLLM's default for the model and release (on; for hybrid Mamba / linear-attention "
+        "models from 0.28). Decides the state blocks each request of a hybrid model holds.",
+    )
+    num_speculative_tokens = models.PositiveSmallIntegerField(
+        default=0,
+        validators=[MaxValueValidator(64)],
+        help_text="Speculative tokens per step (e.g. MTP): more state blocks, and the model's MTP attention layers.",
+    )
 
     weights_gib = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
     activation_gib = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
@@ -191,6 +204,8 @@ SCENARIO_INPUT_FIELDS: tuple[str, ...] = (
     "block_size",
     "max_num_batched_tokens",
     "engine_version",
+    "enable_prefix_caching",
+    "num_speculative_tokens",
     "weights_gib",
     "activation_gib",
     "non_torch_gib",

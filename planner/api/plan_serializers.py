@@ -77,6 +77,9 @@ class ModelSpecSerializer(serializers.Serializer):
     indexer_bytes_per_token = serializers.IntegerField(
         help_text="DeepSeek V3.2's indexer key cache per token per layer; 0 when none."
     )
+    unquantized_params = serializers.IntegerField(
+        help_text="Parameters a quantised checkpoint keeps in 16 bits besides embeddings and LM head."
+    )
 
 
 class GpuSpecSerializer(serializers.Serializer):

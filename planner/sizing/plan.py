@@ -158,10 +158,15 @@ def _kv_limited_length(
     model = inputs.model
     block_size = inputs.block_size
     assert block_size is not None
-    if all(model.layer_groups[index].kind == "full" for index, _, _ in stage.groups):
-        # Full attention only: c * groups * ceil(T / bs) <= blocks, solved directly.
-        num_groups = sum(groups for _, _, groups in stage.groups)
-        return min(upper, (blocks // (concurrency * num_groups)) * block_size)
+    if all(model.layer_groups[index].kind in ("full", "state") for index, _, _ in stage.groups):
+        # Full attention (and fixed-size state): c * (F * ceil(T / bs) + S) <= blocks, solved directly,
+        # with F the attention groups and S the state blocks of the state groups.
+        full = sum(groups for index, _, groups in stage.groups if model.layer_groups[index].kind == "full")
+        fixed = state_blocks * sum(g for index, _, g in stage.groups if model.layer_groups[index].kind == "state")
+        per_request = blocks // concurrency - fixed
+        if full == 0 or per_request < full:
+            return 0 if per_request < 0 or full else upper
+        return min(upper, (per_request // full) * block_size)
     return max_length_for_blocks(model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks)
 
 
@@ -460,15 +465,16 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     allocation = Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
 
     # Speed.
+    # The layers of the largest stage by kind (its KV cache groups' counts, the draft MTP layers aside).
+    largest = max(range(len(stages_layers)), key=lambda i: len(stages_layers[i]))
     stage_kinds: dict[int, int] = {}
     stage_states = 0
-    for layer in max(stages_layers, key=len):
-        index = model.layer_pattern[layer]
+    for index, count, _ in stage_group_list[largest].groups:
         kind = model.layer_groups[index].kind
         if kind in ATTENTION_LAYER_KINDS:
-            stage_kinds[index] = stage_kinds.get(index, 0) + 1
+            stage_kinds[index] = count - (mtp_layers if largest == last and kind == "full" else 0)
         elif kind == "state":
-            stage_states += 1
+            stage_states += count
     qk_width = model.num_attention_heads * (
         (model.kv_lora_rank or 0) // 4 + (model.qk_rope_head_dim or 0)
         if model.attention_kind == "MLA"
