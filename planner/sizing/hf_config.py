@@ -253,11 +253,6 @@ def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
             "compress_ratios": "DeepSeek-V4's compressed attention (sliding, compressed and compressor-state caches) "
             "is not supported yet"
         }
-    if model_type.startswith("gemma4") or cfg.get("global_head_dim") is not None:
-        return {
-            "global_head_dim": f"{cfg.get('global_head_dim')!r}: Gemma 4's full layers with their own head size and "
-            "KV heads are not supported yet"
-        }
     if model_type.startswith("falcon_h1"):
         return {"model_type": "falcon_h1: layers with attention and Mamba side by side are not supported yet"}
     if cfg.get("linear_attn_config") is not None:
@@ -488,7 +483,12 @@ def _moe_shape(
     shared_gate = False
     expert_hidden = 0
     latent_projections = 0
-    if model_type == "nemotron_h":
+    if model_type.startswith("gemma4"):
+        # Gemma 4 MoE (enable_moe_block): experts on every layer beside a dense MLP of intermediate_size,
+        # counted like an always-on shared expert.
+        layers = (True,) * num_layers
+        shared = intermediate
+    elif model_type == "nemotron_h":
         # Nemotron-H: experts on the E layers, non-gated (relu2); a shared expert of its own size; Nemotron 3
         # Super routes in a latent space (moe_latent_size) with projections in and out of it.
         mlps = _nemotron_mlps(cfg)
@@ -646,7 +646,30 @@ def model_spec_from_hf_config(
         errors["num_experts"] = "moe_intermediate_size is given but no expert count (num_experts, n_routed_experts)"
     if errors:
         raise SizingInputError(errors)
+    shared_kv = _optional_int(cfg, errors, "num_kv_shared_layers", minimum=0, maximum=100_000) or 0
+    if shared_kv:
+        # Gemma 4: the last num_kv_shared_layers layers read earlier layers' KV and cache none of their own
+        # (gemma4.py, is_kv_shared_layer).
+        if shared_kv >= layers:
+            errors["num_kv_shared_layers"] = f"{shared_kv} of {layers} layers"
+        kinds = [*kinds[: layers - shared_kv], *[("none", None)] * min(shared_kv, layers)]
+    global_head = _optional_int(cfg, errors, "global_head_dim", maximum=_LIMITS["head_dim"])
+    global_kv = _optional_int(cfg, errors, "num_global_key_value_heads", maximum=_LIMITS["num_key_value_heads"])
+    if errors:
+        raise SizingInputError(errors)
     groups, pattern = _groups(kinds)
+    if not is_mla and (global_head or global_kv):
+        # Gemma 4: full-attention layers cache global_head_dim-wide heads, num_global_key_value_heads of them
+        # (vllm/model_executor/models/gemma4.py, per_layer_config); attention_k_eq_v still stores K and V.
+        full_kv = global_kv or kv_heads
+        if heads % full_kv:
+            raise SizingInputError({"num_global_key_value_heads": f"{full_kv} do not divide {heads} attention heads"})
+        groups = tuple(
+            dataclasses.replace(group, head_size=global_head or head_size, num_kv_heads=full_kv)
+            if group.kind == "full"
+            else group
+            for group in groups
+        )
     if is_mla and cfg.get("index_topk") is not None:
         # DeepSeek V3.2's indexer keeps an fp8 key with a float32 scale per 128 values for every token of
         # every layer (deepseek_v2.py, DeepseekV32IndexerCache: head_dim + head_dim // 128 * 4 bytes).

@@ -77,6 +77,16 @@ def _check_model_parallel(model: ModelSpec, tp: int, pp: int, errors: dict[str, 
         )
     elif model.attention_kind != "MLA" and model.num_kv_heads % tp and tp % model.num_kv_heads:
         errors["tensor_parallel_size"] = f"{tp} neither divides nor is a multiple of {model.num_kv_heads} KV heads"
+    for group in model.layer_groups:
+        if (
+            "tensor_parallel_size" not in errors
+            and group.num_kv_heads
+            and group.num_kv_heads % tp
+            and tp % group.num_kv_heads
+        ):
+            errors["tensor_parallel_size"] = (
+                f"{tp} neither divides nor is a multiple of the {group.kind} layers' {group.num_kv_heads} KV heads"
+            )
     if pp > model.num_layers:
         errors["pipeline_parallel_size"] = f"{pp} stages for {model.num_layers} layers"
 

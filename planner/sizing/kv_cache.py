@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .model_spec import ModelSpec
+from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
 
 # Bytes per cached element. int8/int4 are what-if options: vLLM has no such --kv-cache-dtype.
 KV_ELEMENT_BYTES = {
@@ -47,16 +47,43 @@ FP8_DS_MLA_BYTES = 656
 
 
 def kv_bytes_per_token_per_layer(
-    model: ModelSpec, tensor_parallel_size: int, element_bytes: float, kv_cache_dtype: str = "auto"
+    model: ModelSpec,
+    tensor_parallel_size: int,
+    element_bytes: float,
+    kv_cache_dtype: str = "auto",
+    group: LayerGroup | None = None,
 ) -> int:
     """One attention layer, one token, one rank: ``2 * heads * head_size * e`` (K and V); MLA
     ``head_size * e``. A sparse-MLA model (DeepSeek V3.2) adds its indexer key, and with an fp8 cache
-    stores the latent as ``fp8_ds_mla`` (656 bytes)."""
-    heads = kv_heads_per_rank(model, tensor_parallel_size)
-    factor = 1 if model.attention_kind == "MLA" else 2
-    if model.indexer_bytes_per_token and kv_cache_dtype.startswith("fp8"):
-        return FP8_DS_MLA_BYTES + model.indexer_bytes_per_token
-    return math.ceil(factor * heads * model.head_size * element_bytes) + model.indexer_bytes_per_token
+    stores the latent as ``fp8_ds_mla`` (656 bytes). ``group``: a layer group with its own shape."""
+    if model.attention_kind == "MLA":
+        if model.indexer_bytes_per_token and kv_cache_dtype.startswith("fp8"):
+            return FP8_DS_MLA_BYTES + model.indexer_bytes_per_token
+        return math.ceil(model.head_size * element_bytes) + model.indexer_bytes_per_token
+    total_heads = group.num_kv_heads if group is not None and group.num_kv_heads else model.num_kv_heads
+    head_size = group.head_size if group is not None and group.head_size else model.head_size
+    heads = max(1, total_heads // tensor_parallel_size)
+    return math.ceil(2 * heads * head_size * element_bytes)
+
+
+def group_bytes_per_token(
+    model: ModelSpec, tensor_parallel_size: int, element_bytes: float, kv_cache_dtype: str
+) -> tuple[int, ...]:
+    """Per layer group: bytes per token per layer on one rank (0 for state and cacheless groups)."""
+    return tuple(
+        kv_bytes_per_token_per_layer(model, tensor_parallel_size, element_bytes, kv_cache_dtype, group)
+        if group.kind in ATTENTION_LAYER_KINDS
+        else 0
+        for group in model.layer_groups
+    )
+
+
+def unified_block_sizes(group_bytes: tuple[int, ...], block_size: int) -> tuple[int, ...]:
+    """Per layer group: its block size once vLLM unifies page sizes (``unify_kv_cache_spec_page_size``):
+    a group whose page divides the largest page grows its block by the ratio; one that does not keeps
+    its block and pads its page."""
+    largest = max(group_bytes)
+    return tuple(block_size * (largest // size) if size and largest % size == 0 else block_size for size in group_bytes)
 
 
 def pipeline_stages(num_layers: int, pipeline_parallel_size: int) -> list[range]:
@@ -130,13 +157,22 @@ def worst_case_blocks(
 
 
 def request_blocks(
-    model: ModelSpec, stage: StageGroups, length: int, block_size: int, in_flight: int, state_blocks: int = 1
+    model: ModelSpec,
+    stage: StageGroups,
+    length: int,
+    block_size: int,
+    in_flight: int,
+    state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
 ) -> int:
-    """Blocks one request of ``length`` tokens needs, summed over the stage's KV cache groups."""
+    """Blocks one request of ``length`` tokens needs, summed over the stage's KV cache groups.
+
+    ``block_sizes``: per layer group, when page unification gave groups different block sizes."""
     total = 0
     for index, _count, num_groups in stage.groups:
         group = model.layer_groups[index]
-        total += num_groups * worst_case_blocks(group.kind, group.window, length, block_size, in_flight, state_blocks)
+        size = block_sizes[index] if block_sizes else block_size
+        total += num_groups * worst_case_blocks(group.kind, group.window, length, size, in_flight, state_blocks)
     return total
 
 
@@ -149,14 +185,16 @@ def max_length_for_blocks(
     in_flight: int,
     upper: int,
     state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
 ) -> int:
     """Largest length <= ``upper`` whose worst case times ``concurrency`` fits (``estimate_max_model_len``)."""
-    if concurrency * request_blocks(model, stage, 1, block_size, in_flight, state_blocks) > blocks:
+    if concurrency * request_blocks(model, stage, 1, block_size, in_flight, state_blocks, block_sizes) > blocks:
         return 0
     low, high = 1, upper
     while low < high:
         middle = (low + high + 1) // 2
-        if concurrency * request_blocks(model, stage, middle, block_size, in_flight, state_blocks) <= blocks:
+        needed = request_blocks(model, stage, middle, block_size, in_flight, state_blocks, block_sizes)
+        if concurrency * needed <= blocks:
             low = middle
         else:
             high = middle - 1

@@ -19,11 +19,16 @@ MODEL_DTYPES = ("bfloat16", "float16", "float32")
 
 @dataclass(frozen=True)
 class LayerGroup:
-    """Layers sharing one attention kind. ``window`` is the sliding window or the chunk, in tokens."""
+    """Layers sharing one attention kind. ``window`` is the sliding window or the chunk, in tokens.
+
+    ``head_size`` / ``num_kv_heads``: this group's own cached shape where it differs from the model's
+    (Gemma 4's full layers: ``global_head_dim`` and ``num_global_key_value_heads``); None = the model's."""
 
     kind: str
     num_layers: int
     window: int | None = None
+    head_size: int | None = None
+    num_kv_heads: int | None = None
 
 
 @dataclass(frozen=True)

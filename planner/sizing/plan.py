@@ -15,12 +15,13 @@ from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
     StageGroups,
-    kv_bytes_per_token_per_layer,
+    group_bytes_per_token,
     kv_element_bytes,
     max_length_for_blocks,
     pipeline_stages,
     request_blocks,
     stage_groups,
+    unified_block_sizes,
 )
 from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
 from .model_spec import ATTENTION_LAYER_KINDS
@@ -154,6 +155,7 @@ def _kv_limited_length(
     in_flight: int,
     upper: int,
     state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
 ) -> int:
     model = inputs.model
     block_size = inputs.block_size
@@ -161,13 +163,19 @@ def _kv_limited_length(
     if all(model.layer_groups[index].kind in ("full", "state") for index, _, _ in stage.groups):
         # Full attention (and fixed-size state): c * (F * ceil(T / bs) + S) <= blocks, solved directly,
         # with F the attention groups and S the state blocks of the state groups.
-        full = sum(groups for index, _, groups in stage.groups if model.layer_groups[index].kind == "full")
+        full = 0
+        for index, _, groups in stage.groups:
+            if model.layer_groups[index].kind == "full":
+                full += groups
+                block_size = block_sizes[index] if block_sizes else block_size
         fixed = state_blocks * sum(g for index, _, g in stage.groups if model.layer_groups[index].kind == "state")
         per_request = blocks // concurrency - fixed
         if full == 0 or per_request < full:
             return 0 if per_request < 0 or full else upper
         return min(upper, (per_request // full) * block_size)
-    return max_length_for_blocks(model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks)
+    return max_length_for_blocks(
+        model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes
+    )
 
 
 def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
@@ -201,7 +209,9 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     # Per-token KV bytes.
     dtype = serving_dtype(model, inputs.weight_dtype)
     element = kv_element_bytes(inputs.kv_cache_dtype, dtype)
-    per_layer = kv_bytes_per_token_per_layer(model, tp, element, inputs.kv_cache_dtype)
+    group_bytes = group_bytes_per_token(model, tp, element, inputs.kv_cache_dtype)
+    # The largest attention layer's bytes per token: the page every group's block is made to fill.
+    per_layer = max(group_bytes)
     stages_layers = pipeline_stages(model.num_layers, pp)
     speculative = inputs.num_speculative_tokens
     mtp_layers = model.num_mtp_layers if speculative else 0
@@ -210,12 +220,12 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         stage_groups(model, layers, extra_full_layers=mtp_layers if i == last else 0)
         for i, layers in enumerate(stages_layers)
     ]
-    attention_per_stage = [
-        sum(count for index, count, _ in groups.groups if model.layer_groups[index].kind in ATTENTION_LAYER_KINDS)
-        for groups in stage_group_list
-    ]
-    kv_per_gpu = per_layer * max(attention_per_stage)
-    kv_whole = per_layer * (model.num_attention_layers + mtp_layers) * tp
+    kv_per_gpu = max(
+        sum(count * group_bytes[index] for index, count, _ in groups.groups) for groups in stage_group_list
+    )
+    full_bytes = next((b for g, b in zip(model.layer_groups, group_bytes, strict=True) if g.kind == "full"), per_layer)
+    layer_bytes = sum(g.num_layers * b for g, b in zip(model.layer_groups, group_bytes, strict=True))
+    kv_whole = (layer_bytes + mtp_layers * full_bytes) * tp
     if dtype != model.dtype and inputs.weight_dtype == "auto" and model.dtype == "float32":
         assumptions.append(
             Assumption(
@@ -284,6 +294,21 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             )
         )
     page_size = per_layer * block_size
+    shapes = {b for b in group_bytes if b}
+    block_sizes = unified_block_sizes(group_bytes, block_size) if len(shapes) > 1 else ()
+    if block_sizes:
+        grown = [
+            f"{g.kind} {b:,} B/token, block {size}"
+            for g, b, size in zip(model.layer_groups, group_bytes, block_sizes, strict=True)
+            if b
+        ]
+        assumptions.append(
+            Assumption(
+                "page_size_unification",
+                "; ".join(grown),
+                "vllm/v1/core/kv_cache_planning.py (unify_kv_cache_spec_page_size): smaller pages grow their block",
+            )
+        )
     if model.attention_kind != "MLA" and tp > model.num_kv_heads:
         warnings.append(
             f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
@@ -381,7 +406,9 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             continue
         blocks = kv_alloc // (page_size * groups.group_size) if page_size else 0
         stages.append(
-            _Stage(groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight, state_blocks))
+            _Stage(
+                groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight, state_blocks, block_sizes)
+            )
         )
     num_blocks = min(stage.num_blocks for stage in stages)
     binding = max(stages, key=lambda stage: stage.worst_case)
@@ -403,6 +430,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
                 block_size,
                 in_flight,
                 state_blocks,
+                block_sizes,
             ),
         )
         for index, count, num_groups in binding.groups.groups
@@ -414,7 +442,9 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
     rows = []
     for concurrency in concurrencies:
-        kv_limited = _kv_limited_length(inputs, binding.groups, num_blocks, concurrency, in_flight, upper, state_blocks)
+        kv_limited = _kv_limited_length(
+            inputs, binding.groups, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
+        )
         length = min(kv_limited, cap)
         if inputs.context_rounding == "pow2":
             length = _pow2_floor(length)
@@ -437,7 +467,9 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     elif num_blocks < 1:
         problems.append("No memory left for the KV cache blocks: raise gpu_memory_utilization or use more GPUs.")
     elif worst_case > num_blocks:
-        estimated = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks)
+        estimated = _kv_limited_length(
+            inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks, block_sizes
+        )
         needed = worst_case * page_size * binding.groups.group_size
         problems.append(
             f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
@@ -456,7 +488,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     # Allocation: contiguous max_model_len reservations vs paged blocks.
     prompt, output, context = _typical_request(inputs)
     sequence = min(max_len, max(1, prompt + output))
-    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight, state_blocks)
+    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight, state_blocks, block_sizes)
     shared_blocks = 0
     if inputs.shared_prefix_tokens:
         full_groups = sum(g for index, _, g in binding.groups.groups if model.layer_groups[index].kind == "full")
@@ -490,7 +522,10 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_tok,
         active_params=model.num_active_params,
-        kv_bytes_per_token_per_layer=per_layer,
+        # Layers of different shapes (Gemma 4): their average, so layers x bytes is the stage's KV per token.
+        kv_bytes_per_token_per_layer=(
+            round(kv_per_gpu / max(1, sum(stage_kinds.values()))) if block_sizes else per_layer
+        ),
         kv_layers=tuple((count, model.layer_groups[index].window) for index, count in stage_kinds.items()),
         attention_layers=tuple(
             (group.num_layers, group.window) for group in model.layer_groups if group.kind in ATTENTION_LAYER_KINDS

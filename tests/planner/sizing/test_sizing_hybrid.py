@@ -193,6 +193,38 @@ def test_deepseek_v32_indexer_and_fp8_ds_mla():
     assert v3.num_gpu_blocks == 9_549
 
 
+GEMMA4 = "google--gemma-4-26B-A4B"
+
+
+def test_gemma4_full_layers_use_global_head_dim_and_page_unification():
+    """Gemma 4 26B-A4B at tp 1 (vLLM 0.33 gemma4.py: full layers with global_head_dim 512 and
+    num_global_key_value_heads 2; sliding layers head_dim 256, 8 KV heads, window 1024).
+    Sliding: 2 x 8 x 256 x 2 = 8,192 B per token per layer; full: 2 x 2 x 512 x 2 = 4,096.
+    unify_kv_cache_spec_page_size: the full layers' page (4,096 x 16) divides the largest (8,192 x 16), so
+    their block grows to 32 tokens. 25 sliding, 5 full: group size 5, 5 sliding groups + 1 full;
+    bytes per block 5 x 8,192 x 16 = 655,360 -> 42,949,672,960 // 655,360 = 65,536 blocks.
+    Per request of 262,144 tokens: full cdiv(262,144, 32) = 8,192; sliding (in flight 2 x 8,192 on an H100):
+    cdiv(min(1,023 + 16,384, 262,144), 16) + 1 = 1,089, x 5 = 5,445; total 13,637.
+    Reported tokens int(65,536 x 262,144 / 13,637) = 1,259,798. KV per token 25 x 8,192 + 5 x 4,096 = 225,280."""
+    plan = plan_for(GEMMA4)
+    assert plan.block_size == 16
+    assert plan.num_gpu_blocks == 65_536
+    assert plan.worst_case_blocks_per_request == 13_637
+    assert plan.reported_kv_cache_tokens == 1_259_798
+    assert plan.kv_bytes_per_token_per_gpu == 225_280
+
+
+def test_gemma4_at_tp8_grows_the_sliding_block_instead():
+    """tp 8: sliding 8 / 8 = 1 head x 256 x 2 x 2 = 1,024 B; full max(1, 2 // 8) = 1 replicated head x 512 x
+    2 x 2 = 2,048 B, now the larger page: sliding blocks grow to 32. Bytes per block 5 x 2,048 x 16 = 163,840
+    -> 262,144 blocks. Per request: full cdiv(262,144, 16) = 16,384; sliding (cdiv(17,407, 32) = 544) + 1 =
+    545, x 5 = 2,725; total 19,109; reported int(262,144 x 262,144 / 19,109) = 3,596,183."""
+    plan = plan_for(GEMMA4, tensor_parallel_size=8)
+    assert plan.num_gpu_blocks == 262_144
+    assert plan.worst_case_blocks_per_request == 19_109
+    assert plan.reported_kv_cache_tokens == 3_596_183
+
+
 def test_infinity_in_a_real_config_is_accepted():
     """Nemotron 3 Super's time_step_limit is [0.0, Infinity] (a JSON extension Python reads)."""
     raw = (CONFIGS / f"{NEMOTRON_SUPER}.json").read_text(encoding="utf-8")
@@ -207,7 +239,6 @@ def test_infinity_in_a_real_config_is_accepted():
     ("name", "field"),
     [
         ("deepseek-ai--DeepSeek-V4-Flash", "compress_ratios"),
-        ("google--gemma-4-26B-A4B", "global_head_dim"),
     ],
 )
 def test_unsupported_architectures_name_the_field(name, field):

@@ -39,6 +39,8 @@ def config(name: str) -> dict:
         ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 31.6, 3.6),
         # 120B total, 12B active (Nemotron 3 Super model card).
         ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 120.0, 12.0),
+        # "25.2B total, 3.8B active" (Gemma 4 26B-A4B model card), vision encoder included.
+        ("google--gemma-4-26B-A4B", 25.2, None),
         # 671B main model (DeepSeek-V3.2 card: 685B with the 14B MTP module, which vLLM loads only for MTP).
         ("deepseek-ai--DeepSeek-V3.2", 671.0, None),
     ],
