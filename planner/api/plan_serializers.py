@@ -222,7 +222,7 @@ class PlanSerializer(serializers.Serializer):
     in_flight_tokens = serializers.IntegerField(help_text="Tokens scheduled at once, which sliding windows keep.")
     data_parallel_size = serializers.IntegerField(help_text="Replicas: gpu_count / (tp x pp).")
     reported_kv_cache_tokens = serializers.IntegerField(
-        help_text='What vLLM logs as "GPU KV cache size: N tokens" for this engine version (from 0.33: max '
+        help_text='What vLLM logs as "GPU KV cache size: N tokens" for this engine version (from 0.24: max '
         "concurrency x max_model_len; before: blocks // groups x block size). kv_capacity_tokens is the physical "
         "blocks x block size."
     )

@@ -26,9 +26,11 @@ measured start-ups behind them are in ``tests/planner/sizing/data/vllm_startups.
 * Align mode's prefill checkpoint block (Mamba2 mixers, and gated delta net with FlashInfer's prefill)
   and FlashInfer GDN's 64-token checkpoint grid: read in 0.33's source; the Mamba2 port (PR #57329) was
   opened after 0.28, so releases before 0.33 get none (0.33 is the first release checked).
-* "GPU KV cache size" tokens: ``int(max concurrency x max_model_len)`` from 0.33
-  (``v1/core/kv_cache_utils.py``, ``get_kv_cache_capacity``); before, ``num_blocks // len(groups) x
-  min block size`` (reference ``vllm-sizing-2026.md``).
+* "GPU KV cache size" tokens: ``int(max concurrency x max_model_len)`` (0.33's ``v1/core/kv_cache_utils.py``,
+  ``get_kv_cache_capacity``) from 0.24; ``num_blocks // len(groups) x min block size`` before. Logs:
+  v0.19.0 printed 290,864 tokens and 33.04x for Qwen3.5-27B at 32K (vLLM issue #40691: 1,487 blocks // 4
+  groups x 784), v0.24.0 567,978 tokens and 4.33x for Qwen3.6-35B-A3B at 128K (noonghunna/club-3090
+  issue #612: int(299 / 69 x 131,072)); 0.20-0.23 were not checked, so the cut-over sits at 0.24.
 * Sliding-window admission: ``max_concurrent_batches x max_num_batched_tokens`` in flight (2 batches
   with async scheduling at pp 1, pp batches otherwise) from 0.14; one batch before. The reference
   cites the rule from recent sources (``VllmConfig.max_in_flight_tokens``); 0.14 is our choice.
@@ -49,7 +51,7 @@ NON_TORCH_025_SINCE = (0, 18)
 CUDA_GRAPH_RESERVE_SINCE = (0, 21)
 HYBRID_PREFIX_CACHING_SINCE = (0, 28)
 PREFILL_CHECKPOINT_SINCE = (0, 33)
-CONCURRENCY_REPORTED_TOKENS_SINCE = (0, 33)
+CONCURRENCY_REPORTED_TOKENS_SINCE = (0, 24)
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$")
 

@@ -149,13 +149,19 @@ def _quantization(
         fmt = "fp8_block" if qc.get("weight_block_size") else "fp8"
     elif method == "mxfp4":
         fmt = "mxfp4"
-    elif method in ("modelopt", "modelopt_fp4"):
+    elif method in ("modelopt", "modelopt_fp4") and not isinstance(qc.get("config_groups"), Mapping):
         algo = qc.get("quant_algo")
         fmt = _QUANT_ALGOS.get(algo.lower()) if isinstance(algo, str) else None
-    elif method == "compressed-tensors":
+    elif method in ("compressed-tensors", "modelopt", "modelopt_fp4"):  # config_groups (ModelOpt MIXED_PRECISION too)
+        # Mixed checkpoints (Qwen3.6-NVFP4: fp8 linear attention, NVFP4 experts) are sized at their
+        # narrowest group's format, the one that holds the experts and so most of the weights.
         groups = qc.get("config_groups")
-        first: Any = next(iter(groups.values()), None) if isinstance(groups, Mapping) else None
-        weights = first.get("weights") if isinstance(first, Mapping) else None
+        candidates = [
+            group["weights"]
+            for group in (groups.values() if isinstance(groups, Mapping) else ())
+            if isinstance(group, Mapping) and isinstance(group.get("weights"), Mapping)
+        ]
+        weights: Any = min(candidates, key=lambda w: w.get("num_bits") or 16, default=None)
         if isinstance(weights, Mapping):
             bits, kind = weights.get("num_bits"), weights.get("type")
             if bits == 4:

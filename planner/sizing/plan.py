@@ -120,7 +120,7 @@ class Plan:
     in_flight_tokens: int = 0
     data_parallel_size: int = 1
     # What vLLM prints as "GPU KV cache size: N tokens" and "Maximum concurrency" for this release; from
-    # 0.33 the tokens are concurrency x max_model_len, not blocks x block size, for multi-group models.
+    # 0.24 the tokens are concurrency x max_model_len, not blocks x block size, for multi-group models.
     reported_kv_cache_tokens: int = 0
     reported_max_concurrency: float = 0.0
     reported_tokens_rule: str = ""
@@ -568,7 +568,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         reported_rule = "max concurrency x max_model_len (vllm/v1/core/kv_cache_utils.py, get_kv_cache_capacity)"
     else:
         reported_tokens = num_blocks // max(1, num_kv_groups) * block_size
-        reported_rule = f"num_blocks // {num_kv_groups} KV cache groups x block size (releases before 0.33)"
+        reported_rule = f"num_blocks // {num_kv_groups} KV cache groups x block size (releases before 0.24)"
     return Plan(
         inputs=inputs,
         kv_bytes_per_token=kv_whole,

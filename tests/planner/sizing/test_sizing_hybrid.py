@@ -19,6 +19,7 @@ from planner.sizing import (
     catalog_gpus,
     catalog_models,
     compute_plan,
+    custom_gpu,
     model_spec_from_hf_config,
 )
 from planner.sizing.advice import valid_tensor_parallel
@@ -296,3 +297,64 @@ def test_every_catalog_model_plans_without_state_counted_as_attention(slug):
     )
     assert plan.num_gpu_blocks > 0
     assert sum(group.num_layers for group in plan.kv_groups if group.kind != "state") == model.num_attention_layers
+
+
+# --- public vLLM start-up logs --------------------------------------------------------------------------
+
+
+def test_vllm_0_24_log_qwen36_35b_a3b_nvfp4_on_an_rtx_5090():
+    """noonghunna/club-3090 issue #612 (vLLM v0.24.0, RTX 5090, Qwen3.6-35B-A3B NVFP4, --kv-cache-dtype fp8,
+    --enable-prefix-caching, max_model_len 131,072, max_num_seqs 1): "Available KV cache memory: 5.98 GiB",
+    "GPU KV cache size: 567,978 tokens", "Maximum concurrency for 131,072 tokens per request: 4.33x".
+    By vLLM's rules: attention 2 KV heads x 256 x 2 x 1 byte (fp8) = 1,024 B per token per layer; GDN state
+    conv (3, 8,192) in the model dtype (bf16) = 49,152 B + recurrent (32, 128, 128) float32 = 2,097,152 B:
+    2,146,304. Align mode without 0.33's checkpoint grid: block 16 x cdiv(2,146,304, 16,384) = 2,096.
+    10 full, 30 GDN: group 10; bytes per block 10 x 2,096 x 1,024 = 21,463,040; 5.98 GiB -> 299 blocks.
+    Per request cdiv(131,072, 2,096) = 63 + 3 groups x 2 state blocks = 69: 299 / 69 = 4.33x and
+    int(299 x 131,072 / 69) = 567,978 tokens, as logged."""
+    model = model_spec_from_hf_config(config("nvidia--Qwen3.6-35B-A3B-NVFP4"))
+    plan = compute_plan(
+        PlanInputs(
+            model=model,
+            gpu=custom_gpu(memory_gib=31.36, name="RTX 5090"),
+            kv_cache_memory_gib=5.98,
+            kv_cache_dtype="fp8",
+            enable_prefix_caching=True,
+            max_model_len=131_072,
+            max_num_seqs=1,
+            max_num_batched_tokens=8192,
+            engine_version="0.24",
+        ),
+        advice=False,
+    )
+    assert plan.block_size == 2_096
+    assert plan.num_gpu_blocks == 299
+    assert round(plan.reported_max_concurrency, 2) == 4.33
+    assert plan.reported_kv_cache_tokens == 567_978
+
+
+def test_vllm_0_19_log_qwen35_27b_reports_blocks_over_groups():
+    """vLLM issue #40691 (v0.19.0, H20, Qwen3.5-27B, --max-model-len 32768, --max-num-batched-tokens 16384):
+    "GPU KV cache size: 290,864 tokens", "Maximum concurrency for 32,768 tokens per request: 33.04x".
+    0.19: prefix caching off for hybrids, so block = 16 x cdiv(3,207,168, 16 x 4,096) = 16 x 49 = 784
+    (state page: conv (3, 10,240) bf16 61,440 + recurrent (48, 128, 128) float32 3,145,728); 4 groups
+    (16 full, 48 GDN in 3). Per request cdiv(32,768, 784) = 42 + 3 x 1 = 45. The two logged figures pin
+    num_blocks: 1,487 // 4 x 784 = 290,864 and 1,487 / 45 = 33.04. 1,487 blocks x 16 x 784 x 4,096 bytes
+    = 76,402,393,088 bytes (71.156 GiB) of KV memory, which the log does not print; 71.16 GiB gives them."""
+    model = model_spec_from_hf_config(config(QWEN35_27B))
+    plan = compute_plan(
+        PlanInputs(
+            model=model,
+            gpu=custom_gpu(memory_gib=95.0, name="H20"),
+            kv_cache_memory_gib=71.16,
+            max_model_len=32_768,
+            max_num_seqs=16,
+            max_num_batched_tokens=16_384,
+            engine_version="0.19",
+        ),
+        advice=False,
+    )
+    assert plan.block_size == 784
+    assert plan.num_gpu_blocks == 1_487
+    assert plan.reported_kv_cache_tokens == 290_864
+    assert round(plan.reported_max_concurrency, 2) == 33.04
