@@ -58,3 +58,34 @@ def test_blank_prefix_caching_means_vllms_default(planner_client, catalog):
     assert planner_client.post(CREATE, data).status_code == 302
     scenario = Scenario.objects.get()
     assert (scenario.enable_prefix_caching, scenario.num_speculative_tokens) == (None, 0)
+
+
+HYBRID_SLUGS = [
+    "qwen3-next-80b-a3b",
+    "qwen3.5-27b",
+    "qwen3.5-35b-a3b",
+    "nemotron-3-nano-30b-a3b",
+    "nemotron-3-super-120b-a12b-fp8",
+    "deepseek-v3.2",
+    "gemma-4-26b-a4b",
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("slug", HYBRID_SLUGS)
+def test_detail_page_of_every_2026_catalog_model_renders(planner_client, planner_user, catalog, slug):
+    from web_factories import ScenarioFactory
+
+    from planner.models import GpuProfile, ModelProfile
+
+    scenario = ScenarioFactory(
+        owner=planner_user,
+        model=ModelProfile.objects.get(slug=slug),
+        gpu=GpuProfile.objects.get(slug="h200"),
+        tensor_parallel_size=8,
+        max_model_len=32768,
+        concurrency=4,
+    )
+    response = planner_client.get(reverse("planner:scenario-detail", args=[scenario.pk]))
+    assert response.status_code == 200
+    assert "logs \u201cGPU KV cache size\u201d" in response.content.decode()
