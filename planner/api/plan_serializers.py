@@ -21,6 +21,10 @@ class LayerGroupSerializer(serializers.Serializer):
     )
     num_layers = serializers.IntegerField()
     window = serializers.IntegerField(allow_null=True, help_text="Sliding window or chunk in tokens; null for full.")
+    head_size = serializers.IntegerField(
+        allow_null=True, help_text="This group's own head size (Gemma 4); null: the model's."
+    )
+    num_kv_heads = serializers.IntegerField(allow_null=True, help_text="This group's own KV heads; null: the model's.")
 
 
 class StateSpecSerializer(serializers.Serializer):
