@@ -22,6 +22,7 @@ from .kv_cache import (
     request_blocks,
     stage_groups,
     unified_block_sizes,
+    worst_case_blocks,
 )
 from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
 from .model_spec import ATTENTION_LAYER_KINDS
@@ -160,19 +161,35 @@ def _kv_limited_length(
     model = inputs.model
     block_size = inputs.block_size
     assert block_size is not None
-    if all(model.layer_groups[index].kind in ("full", "state") for index, _, _ in stage.groups):
-        # Full attention (and fixed-size state): c * (F * ceil(T / bs) + S) <= blocks, solved directly,
-        # with F the attention groups and S the state blocks of the state groups.
-        full = 0
-        for index, _, groups in stage.groups:
-            if model.layer_groups[index].kind == "full":
-                full += groups
-                block_size = block_sizes[index] if block_sizes else block_size
-        fixed = state_blocks * sum(g for index, _, g in stage.groups if model.layer_groups[index].kind == "state")
-        per_request = blocks // concurrency - fixed
-        if full == 0 or per_request < full:
-            return 0 if per_request < 0 or full else upper
-        return min(upper, (per_request // full) * block_size)
+    # Solved directly where it can be: c * (F * ceil(T / bs_full) + K) <= blocks, with F the full-attention
+    # groups and K the blocks every other group holds once T is past the point where it stops growing (a
+    # state group's fixed blocks; a window or chunk plus the in-flight tokens). Valid when the answer lies
+    # past that point; otherwise (or without full attention) the binary search below decides.
+    full = 0
+    full_block = block_size
+    fixed = 0
+    saturation = 0
+    for index, _, groups in stage.groups:
+        group = model.layer_groups[index]
+        size = block_sizes[index] if block_sizes else block_size
+        if group.kind == "full":
+            full += groups
+            full_block = size
+            continue
+        if group.kind == "sliding_window" and group.window is not None:
+            saturation = max(saturation, group.window - 1 + in_flight)
+        elif group.kind == "chunked_local" and group.window is not None:
+            saturation = max(saturation, group.window + in_flight)
+        fixed += groups * worst_case_blocks(group.kind, group.window, max(saturation, 1), size, in_flight, state_blocks)
+    per_request = blocks // concurrency - fixed
+    if full:
+        if per_request < full and not saturation:
+            return 0
+        length = (per_request // full) * full_block if per_request >= full else 0
+        if length >= saturation and length > 0:
+            return min(upper, length)
+    elif per_request >= 0:
+        return upper
     return max_length_for_blocks(
         model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes
     )
