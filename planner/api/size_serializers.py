@@ -44,7 +44,8 @@ class SizeRequestSerializer(PrototypeFieldsMixin, serializers.Serializer):
     )
     model_config = serializers.DictField(
         required=False,
-        help_text="A Hugging Face config.json object (nested text_config allowed), instead of a catalog model.",
+        help_text="A Hugging Face config.json object (nested text_config allowed), instead of a catalog model. "
+        "A ModelOpt checkpoint's hf_quant_config.json (NVFP4, FP8) goes under its key hf_quant_config.",
     )
     gpu = serializers.CharField(
         required=False, max_length=100, help_text="Catalog GPU slug (GET /api/v1/gpus/). Or give gpu_memory_gib."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from planner.models import ModelProfile
@@ -62,3 +63,24 @@ def test_deepseek_v4_is_a_400_naming_compress_ratios(anon, catalog) -> None:
 
     assert response.status_code == 400
     assert "compress_ratios" in str(response.json())
+
+
+def test_an_hf_quant_config_inside_the_config_sizes_nvfp4_weights(anon, catalog) -> None:
+    """Nemotron 3 Nano NVFP4: config.json says nothing of the format; its hf_quant_config.json (quant_algo
+    NVFP4) sent under the key hf_quant_config makes the weights NVFP4. Of the config's 31,577,940,288
+    parameters (its estimate, checked against the model card's 31.6B in test_sizing_quantised_and_moe.py),
+    the embeddings and LM head (704,643,072) and the excluded attention and Mamba projections (372,831,360,
+    derived there) stay bf16, the rest at 0.5625 bytes:
+    2 x 1,077,474,432 + 0.5625 x 30,500,465,856 = 2,154,948,864 + 17,156,512,044 = 19,311,460,908 bytes."""
+    config = json.loads(_raw("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"))
+    config["hf_quant_config"] = json.loads(_raw("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config"))
+    response = anon.post(
+        SIZE,
+        {"model_config": config, "gpu": "h100-sxm", "weights_gib": None, "kv_cache_memory_gib": 10},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    assert plan["inputs"]["model"]["quantization"] == "nvfp4"
+    assert plan["inputs"]["model"]["num_params"] == 31_577_940_288
+    assert plan["weights_bytes"] == 19_311_460_908
