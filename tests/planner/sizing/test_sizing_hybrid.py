@@ -358,3 +358,45 @@ def test_vllm_0_19_log_qwen35_27b_reports_blocks_over_groups():
     assert plan.num_gpu_blocks == 1_487
     assert plan.reported_kv_cache_tokens == 290_864
     assert round(plan.reported_max_concurrency, 2) == 33.04
+
+
+@pytest.mark.parametrize(
+    "slug", ["gemma-3-27b", "gpt-oss-120b", "llama-4-scout", "gemma-4-26b-a4b", "qwen3-next-80b-a3b", "llama-3.1-8b"]
+)
+def test_concurrency_table_equals_vllms_binary_search(slug):
+    """The table solves the longest context directly where windows and states have saturated; it must give
+    what vLLM's estimate_max_model_len (a binary search over lengths) gives."""
+    from planner.sizing.kv_cache import max_length_for_blocks, pipeline_stages, stage_groups
+
+    model = catalog_models()[slug]
+    for batched in (512, 8192):
+        plan = compute_plan(
+            PlanInputs(
+                model=model,
+                gpu=catalog_gpus()["h200"],
+                # Gemma 4 at tp 1: its full layers' blocks are twice the sliding ones (see above).
+                tensor_parallel_size=1 if slug == "gemma-4-26b-a4b" else 2,
+                max_model_len=32768,
+                max_num_batched_tokens=batched,
+            ),
+            advice=False,
+        )
+        stage = stage_groups(plan.inputs.model, pipeline_stages(model.num_layers, 1)[0])
+        upper = max(model.max_position_embeddings, plan.kv_capacity_tokens)
+        sizes = tuple(
+            plan.block_size * 2 if group.kind == "full" and group.head_size else plan.block_size
+            for group in model.layer_groups
+        )
+        for row in plan.concurrency_table:
+            expected = max_length_for_blocks(
+                model,
+                stage,
+                plan.num_gpu_blocks,
+                row.concurrency,
+                plan.block_size,
+                plan.in_flight_tokens,
+                upper,
+                plan.state_blocks_per_request or 1,
+                sizes if slug == "gemma-4-26b-a4b" else (),
+            )
+            assert row.kv_limited_context_len == expected

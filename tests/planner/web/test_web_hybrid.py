@@ -89,3 +89,23 @@ def test_detail_page_of_every_2026_catalog_model_renders(planner_client, planner
     response = planner_client.get(reverse("planner:scenario-detail", args=[scenario.pk]))
     assert response.status_code == 200
     assert "logs \u201cGPU KV cache size\u201d" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_export_then_import_keeps_prefix_caching_and_speculative_tokens(planner_client, planner_user, catalog):
+    from web_factories import ScenarioFactory
+
+    from planner.models import GpuProfile, ModelProfile
+
+    source = ScenarioFactory(
+        owner=planner_user,
+        model=ModelProfile.objects.get(slug="qwen3.5-27b"),
+        gpu=GpuProfile.objects.get(slug="h200"),
+        enable_prefix_caching=False,
+        num_speculative_tokens=2,
+    )
+    text = planner_client.get(reverse("planner:scenario-export", args=[source.pk])).content.decode()
+    response = planner_client.post(reverse("planner:scenario-import"), {"document": text})
+    assert response.status_code == 302
+    copy = Scenario.objects.exclude(pk=source.pk).get()
+    assert (copy.enable_prefix_caching, copy.num_speculative_tokens) == (False, 2)
