@@ -269,6 +269,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         )
     state_page = 0
     state_blocks = 1
+    command_inputs = inputs
     if model.state is not None and model.has_state:
         align = bool(inputs.enable_prefix_caching)
         flashinfer = gdn_flashinfer_prefill(gpu.name + " " + gpu.slug, model.state)
@@ -607,7 +608,8 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         allocation=allocation,
         estimates=estimates,
         advice=(),
-        vllm_command=vllm_command(inputs, data_parallel_size=resolved.data_parallel_size),
+        # The block size asked for: vLLM grows it for hybrid models itself (older releases refuse odd sizes).
+        vllm_command=vllm_command(command_inputs, data_parallel_size=resolved.data_parallel_size),
         assumptions=tuple(assumptions),
         meets_sla=fits and not sla_problems,
         warnings=tuple(warnings),

@@ -81,6 +81,8 @@ def test_qwen3_next_tp2_prefix_caching_on_h100():
     # Physical: blocks x block size, which 0.33 no longer prints for multi-group models.
     assert plan.kv_capacity_tokens == 6_068 * 576
     assert plan.inputs.enable_prefix_caching is True
+    # The command asks for the default block and lets vLLM grow it (older releases refuse a --block-size 576).
+    assert "--block-size 16 " in plan.vllm_command
     # Only the 12 attention layers hold per-token KV: 1,024 x 12 = 12,288 bytes per token per GPU.
     assert plan.kv_bytes_per_token_per_gpu == 12_288
 
