@@ -39,6 +39,8 @@ _DTYPES = {
 }
 _HF_LAYER_TYPES = {
     "full_attention": "full",
+    # GLM-5's layer_types name its DeepSeek sparse attention: MLA with an indexer (deepseek_v32 in vLLM).
+    "deepseek_sparse_attention": "full",
     "sliding_attention": "sliding_window",
     "chunked_attention": "chunked_local",
 }
@@ -138,8 +140,13 @@ def _quantization(
         errors["quantization_config"] = "must be a JSON object (dict)"
         return None, ()
     method = qc.get("quant_method")
+    producer = qc.get("producer")
+    if method is None and (
+        qc.get("quant_algo") is not None or (isinstance(producer, Mapping) and producer.get("name") == "modelopt")
+    ):
+        method = "modelopt"  # ModelOpt checkpoints that leave quant_method out (Qwen3-32B-FP8-Static-PerTensor)
     if not isinstance(method, str):
-        errors["quantization_config"] = "quant_method must be a string"
+        notes.append("quantization_config without a quant_method: weights sized from torch_dtype")
         return None, ()
     method = method.lower()
     excluded_raw = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("exclude_modules") or []
@@ -248,7 +255,6 @@ _STATE_SIGNALS = (
     "attn_layer_period",
     "full_attention_interval",
     "linear_attn_config",
-    "attn_type_list",
 )
 
 
@@ -259,12 +265,23 @@ def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
             "compress_ratios": "DeepSeek-V4's compressed attention (sliding, compressed and compressor-state caches) "
             "is not supported yet"
         }
+    if cfg.get("block_configs") is not None:
+        # Nemotron-NAS (DeciLM): per-layer block configs, some layers without attention or with other widths.
+        return {"block_configs": "per-layer block configs (Nemotron-NAS / DeciLM) are not supported yet"}
     if model_type.startswith("falcon_h1"):
         return {"model_type": "falcon_h1: layers with attention and Mamba side by side are not supported yet"}
     if cfg.get("linear_attn_config") is not None:
         return {"linear_attn_config": "Kimi linear attention (KDA) layers are not supported yet"}
-    if cfg.get("attn_type_list") is not None:
-        return {"attn_type_list": "MiniMax lightning-attention layers are not supported yet"}
+    attn_types = cfg.get("attn_type_list")
+    if isinstance(attn_types, list) and any(value == 0 for value in attn_types):
+        # MiniMax: 0 marks a lightning (linear) attention layer, 1 softmax attention (MiniMax-M2 is all 1).
+        return {"attn_type_list": "MiniMax lightning-attention (0) layers are not supported yet"}
+    if cfg.get("hybrid_layer_pattern") is not None or cfg.get("swa_num_key_value_heads") is not None:
+        # MiMo-V2-Flash: sliding layers with their own KV heads and a V head size unlike K's.
+        return {
+            "hybrid_layer_pattern": "MiMo-V2 sliding-window layers with their own KV heads and V head size "
+            "are not supported yet"
+        }
     return {}
 
 
@@ -452,9 +469,12 @@ def _groups(kinds: list[tuple[str, int | None]]) -> tuple[tuple[LayerGroup, ...]
 def _nemotron_mlps(cfg: Mapping[str, Any]) -> tuple[str, ...]:
     """Nemotron-H's per-layer MLP: ``-`` a dense MLP, ``E`` experts, Mamba and attention layers none."""
     pattern = cfg.get("hybrid_override_pattern")
-    if not isinstance(pattern, str):
-        return ()
-    return tuple("dense" if code == "-" else "moe" if code == "E" else "none" for code in pattern)
+    if isinstance(pattern, str):
+        return tuple("dense" if code == "-" else "moe" if code == "E" else "none" for code in pattern)
+    block_types = cfg.get("layers_block_type")  # the newer NemotronHConfig form (Nemotron 3 Ultra, 3.5)
+    if isinstance(block_types, list):
+        return tuple("dense" if kind == "mlp" else "moe" if kind == "moe" else "none" for kind in block_types)
+    return ()
 
 
 def _moe_shape(
@@ -581,6 +601,9 @@ def model_spec_from_hf_config(
     if unsupported:
         raise SizingInputError(unsupported)
 
+    if _lookup(cfg, "num_hidden_layers")[1] is None and isinstance(cfg.get("layers_block_type"), list):
+        # Nemotron-H configs that list the layers (layers_block_type) may leave the count out (Nemotron 3 Ultra).
+        cfg = {**cfg, "num_hidden_layers": len(cfg["layers_block_type"])}
     layers = _required_int(cfg, errors, "num_hidden_layers")
     heads = _required_int(cfg, errors, "num_attention_heads")
     hidden = _required_int(cfg, errors, "hidden_size")

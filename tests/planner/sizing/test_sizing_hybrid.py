@@ -402,3 +402,49 @@ def test_concurrency_table_equals_vllms_binary_search(slug):
                 sizes if slug == "gemma-4-26b-a4b" else (),
             )
             assert row.kv_limited_context_len == expected
+
+
+def test_nemotron_3_ultra_lists_its_layers_without_a_count():
+    """Nemotron 3 Ultra's config gives layers_block_type (108 entries) and no num_hidden_layers: 48 Mamba,
+    12 attention, 48 MoE layers; 550B total (model name), its time_step_limit holds 1e308."""
+    model = model_spec_from_hf_config(config("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16"))
+    assert model.num_layers == 108
+    assert {g.kind: g.num_layers for g in model.layer_groups} == {"state": 48, "none": 48, "full": 12}
+    assert model.num_params / 1e9 == pytest.approx(550, rel=0.015)
+
+
+def test_minimax_m2_is_all_softmax_attention():
+    """MiniMax-M2.7's attn_type_list is 62 x 1 (softmax attention; 0 would be lightning attention)."""
+    model = model_spec_from_hf_config(config("MiniMaxAI--MiniMax-M2.7"))
+    assert [(g.kind, g.num_layers) for g in model.layer_groups] == [("full", 62)]
+    cfg = config("MiniMaxAI--MiniMax-M2.7")
+    cfg["attn_type_list"][0] = 0
+    with pytest.raises(SizingInputError) as error:
+        model_spec_from_hf_config(cfg)
+    assert "attn_type_list" in error.value.errors
+
+
+def test_modelopt_config_without_quant_method_is_fp8():
+    model = model_spec_from_hf_config(config("Qwen--Qwen3-32B-FP8-Static-PerTensor"))
+    assert model.quantization == "fp8"
+
+
+def test_glm5_deepseek_sparse_attention_layers_carry_the_indexer():
+    """GLM-5.2 (glm_moe_dsa, vLLM's deepseek_v32 module): layer_types deepseek_sparse_attention are MLA layers
+    with an indexer key of index_head_dim 128 + 128 / 128 x 4 = 132 bytes per token."""
+    model = model_spec_from_hf_config(config("nvidia--GLM-5.2-NVFP4"))
+    assert (model.attention_kind, model.num_layers, model.indexer_bytes_per_token) == ("MLA", 78, 132)
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [
+        ("XiaomiMiMo--MiMo-V2-Flash", "hybrid_layer_pattern"),
+        ("nvidia--Llama-3_3-Nemotron-Super-49B-v1", "block_configs"),
+    ],
+)
+def test_layouts_still_unsupported_name_their_field(name, field):
+    """Sized as uniform attention these would be silently wrong; they answer a 400 naming the field."""
+    with pytest.raises(SizingInputError) as error:
+        model_spec_from_hf_config(config(name), num_params=10**10)
+    assert field in error.value.errors
