@@ -172,18 +172,27 @@ def _quantization(
         if isinstance(weights, Mapping):
             bits, kind = weights.get("num_bits"), weights.get("type")
             if bits == 4:
-                fmt = "nvfp4" if kind == "float" and weights.get("group_size") == 16 else "int4"
+                fmt = (
+                    "nvfp4" if kind == "float" and weights.get("group_size") == 16 else _int4(weights.get("group_size"))
+                )
             elif bits == 8:
                 block = weights.get("strategy") == "block"
                 fmt = ("fp8_block" if block else "fp8") if kind == "float" else "int8"
     else:
         bits = qc.get("bits", qc.get("w_bit"))
         if method in ("awq", "gptq", "autoround", "auto-round") and bits in (4, 8):
-            fmt = f"int{bits}"
+            fmt = _int4(qc.get("group_size", qc.get("q_group_size"))) if bits == 4 else "int8"
     if fmt is None:
         notes.append(f"quantization_config {method!r} not modelled: weights sized from torch_dtype")
         return None, ()
     return fmt, excluded
+
+
+def _int4(group_size: Any) -> str:
+    """W4A16 with an fp16 scale per group: ``int4`` at the usual 128, ``int4_g<n>`` otherwise (Kimi K2.5: 32)."""
+    if isinstance(group_size, int) and not isinstance(group_size, bool) and 0 < group_size != 128:
+        return f"int4_g{group_size}"
+    return "int4"
 
 
 _ATTENTION_MODULES = ("self_attn", "q_proj", "k_proj", "v_proj", "o_proj", "qkv", "q_a_proj", "q_b_proj", "kv_a_proj")
@@ -197,7 +206,7 @@ def _unquantized_params(count: ParamCount, excluded: tuple[str, ...], kinds: lis
     covers every layer). Norms, routers and conv weights are too small to matter."""
     if not excluded:
         return 0
-    named: dict[str, set[int] | None] = {"attention": set(), "state": set(), "shared": set()}
+    named: dict[str, set[int] | None] = {"attention": set(), "state": set(), "shared": set(), "dense": set()}
 
     def add(category: str, layer: int | None) -> None:
         current = named[category]
@@ -214,6 +223,8 @@ def _unquantized_params(count: ParamCount, excluded: tuple[str, ...], kinds: lis
         layer = int(match.group(1)) if match else None
         if "shared_expert" in text:
             add("shared", layer)
+        elif "mlp" in text and "expert" not in text and any(k in text for k in ("gate_proj", "up_proj", "down_proj")):
+            add("dense", layer)  # a dense MLP (DeepSeek-style first dense layers), not the router's mlp.gate
         elif any(key in text for key in _STATE_MODULES):
             add("state", layer)
         elif any(key in text for key in _ATTENTION_MODULES):
@@ -234,6 +245,7 @@ def _unquantized_params(count: ParamCount, excluded: tuple[str, ...], kinds: lis
         count.attention * share("attention", attention_layers)
         + count.state * share("state", state_layers)
         + count.shared_experts * share("shared", all_layers)
+        + count.dense_mlp * share("dense", all_layers)
     )
 
 

@@ -152,7 +152,10 @@ def weight_bytes(model: ModelSpec, weight_dtype: str) -> WeightBytes:
         total = expert_bytes + 2.0 * (model.num_params - experts)
         description = "MXFP4 experts (4.25 bits per parameter, padded to multiples of 128), other weights 16-bit"
     else:
-        per_param = QUANTISED_BYTES_PER_PARAM[fmt]
+        if fmt.startswith("int4_g"):
+            per_param = 0.5 + 2 / int(fmt.removeprefix("int4_g"))  # 4-bit values, an fp16 scale per group
+        else:
+            per_param = QUANTISED_BYTES_PER_PARAM[fmt]
         expert_bytes = per_param * experts
         # The checkpoint's exclude list keeps some modules in 16 bits (online --quantization fp8 does not).
         kept = min(model.unquantized_params, model.num_params - embeddings) if fmt == model.quantization else 0

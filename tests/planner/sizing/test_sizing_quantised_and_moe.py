@@ -122,3 +122,13 @@ def test_quantisation_formats_with_their_scales(quantization_config, expected, b
     assert weight_bytes(model, "auto").total == math.ceil(
         2 * embeddings + bytes_per_param * (8_030_000_000 - embeddings)
     )
+
+
+def test_w4a16_group_32_scales_are_counted():
+    """Kimi K2.5 (compressed-tensors int4, group_size 32): 0.5 + 2 / 32 = 0.5625 bytes per quantised weight;
+    its ignore list keeps attention (re:.*self_attn.*), shared experts and the dense MLP in bf16."""
+    model = model_spec_from_hf_config(config("moonshotai--Kimi-K2.5"))
+    assert model.quantization == "int4_g32"
+    kept = model.embedding_params + model.unquantized_params
+    assert model.unquantized_params > 0
+    assert weight_bytes(model, "auto").total == math.ceil(2 * kept + 0.5625 * (model.num_params - kept))
