@@ -448,3 +448,13 @@ def test_layouts_still_unsupported_name_their_field(name, field):
     with pytest.raises(SizingInputError) as error:
         model_spec_from_hf_config(config(name), num_params=10**10)
     assert field in error.value.errors
+
+
+def test_gemma4_kv_shared_layers_hold_no_cache():
+    """num_kv_shared_layers: the last N layers read earlier layers' KV (gemma4.py is_kv_shared_layer). With
+    6 shared of 30 (layers 24-29: five sliding, one full) 20 sliding and 4 full layers keep a cache."""
+    cfg = config(GEMMA4)
+    cfg["text_config"]["num_kv_shared_layers"] = 6
+    model = model_spec_from_hf_config(cfg)
+    counts = {g.kind: g.num_layers for g in model.layer_groups}
+    assert counts == {"sliding_window": 20, "full": 4, "none": 6}
