@@ -87,6 +87,8 @@ def _layout(title: str, start: dt.datetime, end: dt.datetime, y_title: str, **ex
         "meta": {"accessible_name": title},
     }
     layout.update(extra)
+    if "yaxis2" in extra:
+        layout["margin"] = {**layout["margin"], "r": 56}
     return layout
 
 

@@ -17,7 +17,9 @@ from monitor.models import Endpoint, EngineRollup, EngineSample
 
 TREND_WINDOW = dt.timedelta(hours=1)
 MIN_POINTS = 5
-FULL = 0.99
+# Requests waiting while the cache is this full: vLLM is out of KV blocks now (its usage gauge hovers below
+# 1.0 under overload, because preemption frees blocks).
+FULL = 0.9
 HORIZON = dt.timedelta(days=7)
 
 

@@ -220,7 +220,9 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
     worst = 0
     for layers in pipeline_stages(model.num_layers, inputs.pipeline_parallel_size):
         stage = stage_groups(model, layers)
-        blocks = request_blocks(model, stage, context_tokens, plan.block_size, plan.in_flight_tokens)
+        blocks = request_blocks(
+            model, stage, context_tokens, plan.block_size, plan.in_flight_tokens, plan.state_blocks_per_request or 1
+        )
         worst = max(worst, blocks * stage.group_size * plan.block_size * per_layer)
     return worst
 

@@ -185,9 +185,13 @@ def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
     """The numbers under the headline (the live preview and the detail page)."""
     memory = plan.memory_per_gpu
     estimates = plan.estimates
-    return [
+    rows = [
         ("KV budget per GPU", gib_label(plan.kv_budget_bytes_per_gpu)),
-        ("KV capacity", f"{plan.kv_capacity_tokens:,} tokens"),
+        ("KV capacity (physical: blocks × block size)", f"{plan.kv_capacity_tokens:,} tokens"),
+        (
+            f"vLLM {plan.inputs.engine_version} logs \u201cGPU KV cache size\u201d",
+            f"{plan.reported_kv_cache_tokens:,} tokens",
+        ),
         ("GPU blocks", f"{plan.num_gpu_blocks:,} × {plan.block_size} tokens"),
         (f"Max concurrency at {tokens_label(plan.inputs.max_model_len or 0)}", f"{plan.max_concurrency:,.2f}"),
         (f"Max context at concurrency {plan.inputs.concurrency:,}", f"{plan.max_context_len:,} tokens"),
@@ -197,6 +201,17 @@ def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
         ("Decode (estimate)", f"{estimates.tokens_per_s_per_seq:,.0f} tok/s per sequence"),
         ("TPOT / TTFT (estimate)", f"{estimates.tpot_ms:,.1f} ms / {estimates.prefill_ttft_ms:,.0f} ms"),
     ]
+    if plan.state_blocks_per_request:
+        caching = "on" if plan.inputs.enable_prefix_caching else "off"
+        rows.insert(
+            6,
+            (
+                "Recurrent state per request (per GPU)",
+                f"{plan.state_blocks_per_request} blocks per state group (prefix caching {caching}); "
+                f"{plan.state_page_bytes:,} B per layer",
+            ),
+        )
+    return rows
 
 
 def plan_memory_rows(*, plan: Plan) -> list[tuple[str, str]]:

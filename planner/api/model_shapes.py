@@ -12,11 +12,12 @@ from planner.sizing.kv_cache import kv_bytes_per_token_per_layer, kv_element_byt
 
 
 def model_shape_from_spec(spec: ModelSpec) -> dict[str, Any]:
-    # Every layer caches every token (vLLM allocates pages per layer, windows only free them later), so the
-    # headline figure is layers x per-layer bytes at one rank, in bf16 whatever the checkpoint's dtype.
+    # Every attention layer caches every token (vLLM allocates pages per layer, windows only free them
+    # later), so the headline figure is attention layers x per-layer bytes at one rank, in bf16 whatever the
+    # checkpoint's dtype. Recurrent-state layers (hybrid models) hold a fixed state per request instead.
     per_layer = kv_bytes_per_token_per_layer(spec, 1, kv_element_bytes("bfloat16", spec.dtype))
     shape = dataclasses.asdict(spec)
-    shape["kv_bytes_per_token_bf16"] = spec.num_layers * per_layer
+    shape["kv_bytes_per_token_bf16"] = spec.num_attention_layers * per_layer
     return shape
 
 

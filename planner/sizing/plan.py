@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,15 +15,28 @@ from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
     StageGroups,
-    kv_bytes_per_token_per_layer,
+    group_bytes_per_token,
     kv_element_bytes,
     max_length_for_blocks,
     pipeline_stages,
     request_blocks,
     stage_groups,
+    unified_block_sizes,
+    worst_case_blocks,
 )
-from .memory import activation_bytes, non_torch_bytes, weight_bytes
+from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
+from .model_spec import ATTENTION_LAYER_KINDS
 from .speed import Estimates, SpeedModel, estimate
+from .state_cache import (
+    GDN_FLASHINFER_CHECKPOINT_ALIGNMENT,
+    MLA_HYBRID_KERNEL_BLOCK,
+    STATE_DTYPE_BYTES,
+    gdn_flashinfer_prefill,
+    has_prefill_checkpoint,
+    hybrid_block_size,
+    state_blocks_per_request,
+    state_page_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,14 @@ class Plan:
     kv_groups: tuple[KvCacheGroup, ...] = ()
     in_flight_tokens: int = 0
     data_parallel_size: int = 1
+    # What vLLM prints as "GPU KV cache size: N tokens" and "Maximum concurrency" for this release; from
+    # 0.24 the tokens are concurrency x max_model_len, not blocks x block size, for multi-group models.
+    reported_kv_cache_tokens: int = 0
+    reported_max_concurrency: float = 0.0
+    reported_tokens_rule: str = ""
+    # Hybrid models: one state layer's page per rank (unpadded) and the state blocks each request holds.
+    state_page_bytes: int = 0
+    state_blocks_per_request: int = 0
     speed_model: SpeedModel | None = field(default=None, repr=False, compare=False)
 
 
@@ -129,16 +149,50 @@ class _Stage:
 
 
 def _kv_limited_length(
-    inputs: PlanInputs, stage: StageGroups, blocks: int, concurrency: int, in_flight: int, upper: int
+    inputs: PlanInputs,
+    stage: StageGroups,
+    blocks: int,
+    concurrency: int,
+    in_flight: int,
+    upper: int,
+    state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
 ) -> int:
     model = inputs.model
     block_size = inputs.block_size
     assert block_size is not None
-    if all(model.layer_groups[index].kind == "full" for index, _, _ in stage.groups):
-        # Full attention only: c * groups * ceil(T / bs) <= blocks, solved directly.
-        num_groups = sum(groups for _, _, groups in stage.groups)
-        return min(upper, (blocks // (concurrency * num_groups)) * block_size)
-    return max_length_for_blocks(model, stage, blocks, concurrency, block_size, in_flight, upper)
+    # Solved directly where it can be: c * (F * ceil(T / bs_full) + K) <= blocks, with F the full-attention
+    # groups and K the blocks every other group holds once T is past the point where it stops growing (a
+    # state group's fixed blocks; a window or chunk plus the in-flight tokens). Valid when the answer lies
+    # past that point; otherwise (or without full attention) the binary search below decides.
+    full = 0
+    full_block = block_size
+    fixed = 0
+    saturation = 0
+    for index, _, groups in stage.groups:
+        group = model.layer_groups[index]
+        size = block_sizes[index] if block_sizes else block_size
+        if group.kind == "full":
+            full += groups
+            full_block = size
+            continue
+        if group.kind == "sliding_window" and group.window is not None:
+            saturation = max(saturation, group.window - 1 + in_flight)
+        elif group.kind == "chunked_local" and group.window is not None:
+            saturation = max(saturation, group.window + in_flight)
+        fixed += groups * worst_case_blocks(group.kind, group.window, max(saturation, 1), size, in_flight, state_blocks)
+    per_request = blocks // concurrency - fixed
+    if full:
+        if per_request < full and not saturation:
+            return 0
+        length = (per_request // full) * full_block if per_request >= full else 0
+        if length >= saturation and length > 0:
+            return min(upper, length)
+    elif per_request >= 0:
+        return upper
+    return max_length_for_blocks(
+        model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes
+    )
 
 
 def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
@@ -162,26 +216,117 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     batched = inputs.max_num_batched_tokens
     utilization = inputs.gpu_memory_utilization
     assert block_size is not None and max_len is not None and batched is not None and utilization is not None
-    assert inputs.max_num_seqs is not None
+    max_num_seqs = inputs.max_num_seqs
+    assert max_num_seqs is not None
     assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
     assumptions += [Assumption("model", note, "config.json") for note in model.notes]
     warnings = list(resolved.warnings)
     replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
 
     # Per-token KV bytes.
-    element = kv_element_bytes(inputs.kv_cache_dtype, model.dtype)
-    per_layer = kv_bytes_per_token_per_layer(model, tp, element)
+    dtype = serving_dtype(model, inputs.weight_dtype)
+    element = kv_element_bytes(inputs.kv_cache_dtype, dtype)
+    group_bytes = group_bytes_per_token(model, tp, element, inputs.kv_cache_dtype)
+    # The largest attention layer's bytes per token: the page every group's block is made to fill.
+    per_layer = max(group_bytes)
     stages_layers = pipeline_stages(model.num_layers, pp)
-    kv_per_gpu = per_layer * max(len(layers) for layers in stages_layers)
-    kv_whole = per_layer * model.num_layers * tp
-    page_size = per_layer * block_size
+    speculative = inputs.num_speculative_tokens
+    mtp_layers = model.num_mtp_layers if speculative else 0
+    last = len(stages_layers) - 1
+    stage_group_list = [
+        stage_groups(model, layers, extra_full_layers=mtp_layers if i == last else 0)
+        for i, layers in enumerate(stages_layers)
+    ]
+    kv_per_gpu = max(
+        sum(count * group_bytes[index] for index, count, _ in groups.groups) for groups in stage_group_list
+    )
+    full_bytes = next((b for g, b in zip(model.layer_groups, group_bytes, strict=True) if g.kind == "full"), per_layer)
+    layer_bytes = sum(g.num_layers * b for g, b in zip(model.layer_groups, group_bytes, strict=True))
+    kv_whole = (layer_bytes + mtp_layers * full_bytes) * tp
+    if dtype != model.dtype and inputs.weight_dtype == "auto" and model.dtype == "float32":
+        assumptions.append(
+            Assumption(
+                "dtype",
+                "bfloat16 (float32 checkpoint)",
+                "vllm/config/model.py _resolve_auto_dtype: --dtype auto downcasts float32 models",
+            )
+        )
     assumptions.append(
         Assumption(
             "kv_bytes_per_element",
-            f"{element:g} ({inputs.kv_cache_dtype}, model {model.dtype})",
+            f"{element:g} ({inputs.kv_cache_dtype}, model runs in {dtype})",
             "vllm/config/cache.py (auto = model dtype)",
         )
     )
+    if model.indexer_bytes_per_token:
+        layout = "fp8_ds_mla 656 bytes" if inputs.kv_cache_dtype.startswith("fp8") else "latent"
+        assumptions.append(
+            Assumption(
+                "indexer_cache",
+                f"{model.indexer_bytes_per_token} bytes per token per layer next to the {layout}",
+                "vllm/model_executor/models/deepseek_v2.py (DeepseekV32IndexerCache); one group, block 64",
+            )
+        )
+    state_page = 0
+    state_blocks = 1
+    command_inputs = inputs
+    if model.state is not None and model.has_state:
+        align = bool(inputs.enable_prefix_caching)
+        flashinfer = gdn_flashinfer_prefill(gpu.name + " " + gpu.slug, model.state)
+        checkpoint = align and has_prefill_checkpoint(
+            model.state, gdn_flashinfer=flashinfer, checkpoint_rule=rules.prefill_checkpoint
+        )
+        alignment = GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if checkpoint and model.state.kind == "gdn" else 1
+        state_page = state_page_bytes(model.state, tp, speculative, int(STATE_DTYPE_BYTES[dtype]))
+        state_blocks = state_blocks_per_request(align=align, num_speculative_tokens=speculative, checkpoint=checkpoint)
+        requested_block = block_size
+        block_size = hybrid_block_size(
+            state_page=state_page,
+            attention_bytes_per_token=per_layer,
+            requested_block_size=block_size,
+            mla=model.attention_kind == "MLA",
+            checkpoint_alignment=alignment,
+        )
+        inputs = dataclasses.replace(inputs, block_size=block_size)
+        kernel = MLA_HYBRID_KERNEL_BLOCK if model.attention_kind == "MLA" else 16
+        assumptions.append(
+            Assumption(
+                "block_size",
+                f"{block_size} (asked {requested_block}): one attention page ({per_layer:,} B x {block_size}) holds "
+                f"a state page ({state_page:,} B per rank); kernel block {kernel}"
+                + (f", lcm with the {alignment}-token GDN checkpoint grid" if alignment > 1 else ""),
+                "vllm/platforms/interface.py (_align_hybrid_block_size)",
+            )
+        )
+        mode = "align (prefix caching on)" if align else "none (prefix caching off)"
+        parts = ["1 running"] if not align else ["2 (running + cached)"]
+        if speculative:
+            parts.append(f"{speculative} speculative")
+        if checkpoint:
+            parts.append("1 prefill checkpoint")
+        assumptions.append(
+            Assumption(
+                "state_blocks_per_request",
+                f"{state_blocks} = {' + '.join(parts)}; mamba_cache_mode {mode}",
+                "vllm/v1/kv_cache_interface.py (MambaSpec.max_memory_usage_bytes)",
+            )
+        )
+    page_size = per_layer * block_size
+    shapes = {b for b in group_bytes if b}
+    block_sizes = unified_block_sizes(group_bytes, block_size) if len(shapes) > 1 else ()
+    if block_sizes:
+        grown = [
+            f"{g.kind} {b:,} B/token, block {size}"
+            for g, b, size in zip(model.layer_groups, group_bytes, block_sizes, strict=True)
+            if b
+        ]
+        assumptions.append(
+            Assumption(
+                "page_size_unification",
+                "; ".join(grown),
+                "vllm/v1/core/kv_cache_planning.py (unify_kv_cache_spec_page_size): smaller pages grow their block",
+            )
+        )
     if model.attention_kind != "MLA" and tp > model.num_kv_heads:
         warnings.append(
             f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
@@ -218,7 +363,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             model,
             tensor_parallel_size=tp,
             max_num_batched_tokens=batched,
-            max_num_seqs=inputs.max_num_seqs,
+            max_num_seqs=max_num_seqs,
             rules=rules,
         )
         assumptions.append(
@@ -274,10 +419,15 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     if model.is_hybrid or model.layer_groups[0].kind != "full":
         assumptions.append(Assumption("in_flight_tokens", str(in_flight), in_flight_source))
     stages = []
-    for layers in stages_layers:
-        groups = stage_groups(model, layers)
+    for groups in stage_group_list:
+        if not groups.groups:
+            continue
         blocks = kv_alloc // (page_size * groups.group_size) if page_size else 0
-        stages.append(_Stage(groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight)))
+        stages.append(
+            _Stage(
+                groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight, state_blocks, block_sizes)
+            )
+        )
     num_blocks = min(stage.num_blocks for stage in stages)
     binding = max(stages, key=lambda stage: stage.worst_case)
     worst_case = binding.worst_case
@@ -297,6 +447,8 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
                 max_len,
                 block_size,
                 in_flight,
+                state_blocks,
+                block_sizes,
             ),
         )
         for index, count, num_groups in binding.groups.groups
@@ -308,7 +460,9 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
     rows = []
     for concurrency in concurrencies:
-        kv_limited = _kv_limited_length(inputs, binding.groups, num_blocks, concurrency, in_flight, upper)
+        kv_limited = _kv_limited_length(
+            inputs, binding.groups, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
+        )
         length = min(kv_limited, cap)
         if inputs.context_rounding == "pow2":
             length = _pow2_floor(length)
@@ -331,7 +485,9 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     elif num_blocks < 1:
         problems.append("No memory left for the KV cache blocks: raise gpu_memory_utilization or use more GPUs.")
     elif worst_case > num_blocks:
-        estimated = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len)
+        estimated = _kv_limited_length(
+            inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks, block_sizes
+        )
         needed = worst_case * page_size * binding.groups.group_size
         problems.append(
             f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
@@ -350,7 +506,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     # Allocation: contiguous max_model_len reservations vs paged blocks.
     prompt, output, context = _typical_request(inputs)
     sequence = min(max_len, max(1, prompt + output))
-    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight)
+    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight, state_blocks, block_sizes)
     shared_blocks = 0
     if inputs.shared_prefix_tokens:
         full_groups = sum(g for index, _, g in binding.groups.groups if model.layer_groups[index].kind == "full")
@@ -359,8 +515,16 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     allocation = Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
 
     # Speed.
-    longest = max(stages_layers, key=len)
-    stage_kinds = Counter(model.layer_pattern[longest.start : longest.stop])
+    # The layers of the largest stage by kind (its KV cache groups' counts, the draft MTP layers aside).
+    largest = max(range(len(stages_layers)), key=lambda i: len(stages_layers[i]))
+    stage_kinds: dict[int, int] = {}
+    stage_states = 0
+    for index, count, _ in stage_group_list[largest].groups:
+        kind = model.layer_groups[index].kind
+        if kind in ATTENTION_LAYER_KINDS:
+            stage_kinds[index] = count - (mtp_layers if largest == last and kind == "full" else 0)
+        elif kind == "state":
+            stage_states += count
     qk_width = model.num_attention_heads * (
         (model.kv_lora_rank or 0) // 4 + (model.qk_rope_head_dim or 0)
         if model.attention_kind == "MLA"
@@ -376,10 +540,16 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_tok,
         active_params=model.num_active_params,
-        kv_bytes_per_token_per_layer=per_layer,
+        # Layers of different shapes (Gemma 4): their average, so layers x bytes is the stage's KV per token.
+        kv_bytes_per_token_per_layer=(
+            round(kv_per_gpu / max(1, sum(stage_kinds.values()))) if block_sizes else per_layer
+        ),
         kv_layers=tuple((count, model.layer_groups[index].window) for index, count in stage_kinds.items()),
-        attention_layers=tuple((group.num_layers, group.window) for group in model.layer_groups),
+        attention_layers=tuple(
+            (group.num_layers, group.window) for group in model.layer_groups if group.kind in ATTENTION_LAYER_KINDS
+        ),
         attention_width=qk_width,
+        state_bytes_per_seq=state_page * stage_states,
     )
     ttft_prompt = max(0, prompt - (inputs.shared_prefix_tokens or 0))
     estimates = estimate(
@@ -410,6 +580,13 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             f"{inputs.target_ttft_ms:g} ms target."
         )
 
+    num_kv_groups = sum(count for _, _, count in binding.groups.groups)
+    if rules.concurrency_reported_tokens:
+        reported_tokens = int(max_concurrency * max_len)
+        reported_rule = "max concurrency x max_model_len (vllm/v1/core/kv_cache_utils.py, get_kv_cache_capacity)"
+    else:
+        reported_tokens = num_blocks // max(1, num_kv_groups) * block_size
+        reported_rule = f"num_blocks // {num_kv_groups} KV cache groups x block size (releases before 0.24)"
     return Plan(
         inputs=inputs,
         kv_bytes_per_token=kv_whole,
@@ -431,7 +608,8 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         allocation=allocation,
         estimates=estimates,
         advice=(),
-        vllm_command=vllm_command(inputs, data_parallel_size=resolved.data_parallel_size),
+        # The block size asked for: vLLM grows it for hybrid models itself (older releases refuse odd sizes).
+        vllm_command=vllm_command(command_inputs, data_parallel_size=resolved.data_parallel_size),
         assumptions=tuple(assumptions),
         meets_sla=fits and not sla_problems,
         warnings=tuple(warnings),
@@ -441,6 +619,11 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         kv_groups=kv_groups,
         in_flight_tokens=in_flight,
         data_parallel_size=resolved.data_parallel_size,
+        reported_kv_cache_tokens=reported_tokens,
+        reported_max_concurrency=max_concurrency,
+        reported_tokens_rule=reported_rule,
+        state_page_bytes=state_page,
+        state_blocks_per_request=state_blocks if model.has_state else 0,
         speed_model=speed_model,
     )
 
