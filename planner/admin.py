@@ -38,7 +38,7 @@ class ModelProfileAdminForm(forms.ModelForm):
 
     def clean_config(self) -> Any:
         config = self.cleaned_data.get("config")
-        problem = document_problem(config)
+        problem = document_problem(config, allow_non_finite=True)
         if problem:
             raise forms.ValidationError(f"The config {problem}." if problem.startswith("is") else problem)
         return config

@@ -29,8 +29,13 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def document_problem(document: Any, *, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> str | None:
+def document_problem(
+    document: Any, *, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES, allow_non_finite: bool = False
+) -> str | None:
     """Why a parsed JSON document cannot be stored (or is not a plausible document), or None.
+
+    ``allow_non_finite`` for HF configs: real ones hold ``Infinity`` (Nemotron-H's time_step_limit), which
+    ModelProfile.save stores as a string.
 
     Iterative, so a document nested deeper than the recursion limit is reported, not a RecursionError.
     """
@@ -57,7 +62,7 @@ def document_problem(document: Any, *, max_depth: int = MAX_DEPTH, max_values: i
             problem = text_problem(item)
             if problem:
                 return f"{path or 'the value'} {problem}"
-        elif isinstance(item, float) and not math.isfinite(item):
+        elif isinstance(item, float) and not math.isfinite(item) and not allow_non_finite:
             return f"{path or 'the value'} is {item!r}: JSON numbers must be finite (NaN, Infinity, 1e400 are not)"
     return None
 

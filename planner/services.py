@@ -117,7 +117,7 @@ def custom_model_spec(
     """
     if not isinstance(config, Mapping) or not config:
         raise SizingInputError({"config": "must be a non-empty JSON object (an HF config.json)"})
-    problem = document_problem(config)
+    problem = document_problem(config, allow_non_finite=True)
     if problem:
         raise SizingInputError({"config": problem})
     name_problem = text_problem(name)

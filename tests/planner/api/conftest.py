@@ -17,9 +17,15 @@ from planner.services import catalog_load
 def _fresh_caches(request: pytest.FixtureRequest) -> None:
     # Rolled-back rows can reuse primary keys, and throttle counters live in the cache: start each test clean.
     spec_cache_clear()
-    # The cache is a database table (or Redis): only tests that may touch the database can clear it.
-    if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames):
-        cache.clear()
+    # The cache is a database table (or Redis): only tests that may touch the database clear it, once their
+    # database access is set up (this fixture runs before the ones that set it up).
+    if "transactional_db" in request.fixturenames:
+        request.getfixturevalue("transactional_db")
+    elif request.node.get_closest_marker("django_db") or "db" in request.fixturenames:
+        request.getfixturevalue("db")
+    else:
+        return
+    cache.clear()
 
 
 @pytest.fixture
