@@ -14,7 +14,8 @@ from django.utils.text import slugify
 
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
 from planner.selectors import EXPORT_FORMAT
-from planner.sizing import ModelSpec, Plan, PlanInputs, SizingInputError, compute_plan, model_spec_from_hf_config
+from planner.services import SCENARIO_WRITE_FIELDS, plan_inputs_from_values
+from planner.sizing import ModelSpec, Plan, SizingInputError, compute_plan, model_spec_from_hf_config
 
 # A config.json is a few kilobytes; anything this large is a mistake (or an attack), not a model.
 MAX_CONFIG_BYTES = 1_000_000
@@ -148,6 +149,10 @@ class ScenarioForm(forms.ModelForm):
             groups.append((group, fields, is_open))
         return groups
 
+    def scenario_data(self) -> dict[str, Any]:
+        """The cleaned values a scenario service writes (planner.services.scenario_create and friends)."""
+        return {name: self.cleaned_data.get(name) for name in SCENARIO_WRITE_FIELDS}
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.errors or "model" not in cleaned or "gpu" not in cleaned:
@@ -160,11 +165,7 @@ class ScenarioForm(forms.ModelForm):
             self.add_error("model", [f"{profile}: {key}: {message}" for key, message in error.errors.items()])
             return cleaned
         try:
-            inputs = PlanInputs(
-                model=model,
-                gpu=cleaned["gpu"].spec(),
-                **{field: cleaned.get(field) for field in SCENARIO_INPUT_FIELDS},
-            )
+            inputs = plan_inputs_from_values(model=model, gpu=cleaned["gpu"].spec(), values=cleaned)
             self.plan = compute_plan(inputs)
         except SizingInputError as error:
             add_sizing_errors(self, error)

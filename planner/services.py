@@ -2,22 +2,107 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from planner.models import GIB, SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
-from planner.sizing import GpuSpec, Plan, PlanInputs, catalog_data, catalog_gpus, compute_plan
+from planner.sizing import GpuSpec, ModelSpec, Plan, PlanInputs, catalog_data, catalog_gpus, compute_plan
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+# The fields a scenario write may set: what it is called, what it asks and the notes beside it.
+SCENARIO_WRITE_FIELDS: tuple[str, ...] = ("name", "model", "gpu", *SCENARIO_INPUT_FIELDS, "notes")
 
 
-def scenario_plan_inputs(*, scenario: Scenario) -> PlanInputs:
+def plan_inputs_from_values(*, model: ModelSpec, gpu: GpuSpec, values: Mapping[str, Any]) -> PlanInputs:
+    """The one way a scenario, a form's cleaned data or a request's values become the engine's PlanInputs.
+
+    ``values`` holds scenario input fields; a missing one or ``None`` where the engine has a default
+    takes that default (PlanInputs' own), so a form, a stored row and an API body give the same question.
+    """
+    given = {name: values[name] for name in SCENARIO_INPUT_FIELDS if name in values}
+    for name, default in _PLAN_INPUT_DEFAULTS.items():
+        if given.get(name, default) is None:
+            given[name] = default
+    return PlanInputs(model=model, gpu=gpu, **given)
+
+
+# PlanInputs fields that are not optional: a blank form field or a JSON null means "the default".
+_PLAN_INPUT_DEFAULTS: dict[str, Any] = {
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "weight_dtype": "auto",
+    "kv_cache_dtype": "auto",
+    "concurrency": 1,
+    "context_rounding": "exact",
+    "engine_version": "latest",
+}
+
+
+def scenario_plan_inputs(*, scenario: Scenario, model: ModelSpec | None = None) -> PlanInputs:
+    """The scenario's question; ``model`` passes a spec already parsed (a page of rows shares them)."""
     values = {field: getattr(scenario, field) for field in SCENARIO_INPUT_FIELDS}
-    return PlanInputs(model=scenario.model.spec(), gpu=scenario.gpu.spec(), **values)
+    spec = model if model is not None else scenario.model.spec()
+    return plan_inputs_from_values(model=spec, gpu=scenario.gpu.spec(), values=values)
 
 
-def scenario_plan(*, scenario: Scenario) -> Plan:
+def scenario_plan(*, scenario: Scenario, advice: bool = True) -> Plan:
     """The scenario's plan, always recomputed from its stored inputs (raises SizingInputError)."""
-    return compute_plan(scenario_plan_inputs(scenario=scenario))
+    return compute_plan(scenario_plan_inputs(scenario=scenario), advice=advice)
+
+
+def _check_plannable(scenario: Scenario) -> None:
+    # A scenario is only saved when the engine can plan it, so a stored scenario means an answerable question.
+    # (It can still stop planning later, when its model row changes; reads report that as plan errors.)
+    scenario_plan(scenario=scenario, advice=False)
+
+
+def _writable(data: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(data) - set(SCENARIO_WRITE_FIELDS))
+    if unknown:
+        raise ValueError(f"not scenario fields: {', '.join(unknown)}")
+    return dict(data)
+
+
+@transaction.atomic
+def scenario_create(*, owner: AbstractBaseUser, data: Mapping[str, Any]) -> Scenario:
+    """Save a new scenario owned by ``owner``; raises SizingInputError when the engine cannot plan it."""
+    scenario = Scenario(owner=owner, **_writable(data))
+    _check_plannable(scenario)
+    scenario.save()
+    return scenario
+
+
+@transaction.atomic
+def scenario_update(*, scenario: Scenario, data: Mapping[str, Any]) -> Scenario:
+    """Change the given fields (a full or partial update); nothing is saved unless the engine can plan it."""
+    for name, value in _writable(data).items():
+        setattr(scenario, name, value)
+    _check_plannable(scenario)
+    scenario.save()
+    return scenario
+
+
+def scenario_clone(*, source: Scenario, owner: AbstractBaseUser, data: Mapping[str, Any] | None = None) -> Scenario:
+    """A new scenario owned by ``owner``: ``source``'s inputs with ``data``'s edits; ``source`` is untouched."""
+    values: dict[str, Any] = {name: getattr(source, name) for name in SCENARIO_WRITE_FIELDS}
+    values["name"] = f"{source.name} (copy)"
+    values.update(_writable(data or {}))
+    return scenario_create(owner=owner, data=values)
+
+
+def scenario_clone_initial(*, source: Scenario) -> dict[str, Any]:
+    """A create form's initial values for a copy of ``source`` (model and GPU by slug, as the form keys them)."""
+    initial: dict[str, Any] = {name: getattr(source, name) for name in SCENARIO_INPUT_FIELDS}
+    initial.update(name=f"{source.name} (copy)", notes=source.notes, model=source.model.slug, gpu=source.gpu.slug)
+    return initial
+
+
+def scenario_delete(*, scenario: Scenario) -> None:
+    scenario.delete()
 
 
 def _gpu_row_values(spec: GpuSpec, entry: dict[str, Any]) -> dict[str, Any]:

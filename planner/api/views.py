@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from planner import services as scenario_services
 from planner.api import selectors, services, sizing
 from planner.api.catalog_serializers import (
     GpuProfileSerializer,
@@ -176,10 +177,15 @@ class ScenarioViewSet(BadInputAs400, viewsets.ModelViewSet):
         return ScenarioSerializer if self.action == "list" else ScenarioDetailSerializer
 
     def perform_create(self, serializer: serializers.Serializer) -> None:
-        serializer.instance = services.scenario_create(owner=self.request.user, data=serializer.validated_data)
+        serializer.instance = scenario_services.scenario_create(owner=self.request.user, data=serializer.validated_data)
 
     def perform_update(self, serializer: serializers.Serializer) -> None:
-        serializer.instance = services.scenario_update(scenario=serializer.instance, data=serializer.validated_data)
+        serializer.instance = scenario_services.scenario_update(
+            scenario=serializer.instance, data=serializer.validated_data
+        )
+
+    def perform_destroy(self, instance: Any) -> None:
+        scenario_services.scenario_delete(scenario=instance)
 
     @extend_schema(
         summary="The scenario's plan, recomputed from its stored inputs",
