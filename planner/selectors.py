@@ -173,11 +173,21 @@ def spare_kv_bytes_per_gpu(plan: Plan) -> float:
     return plan.kv_budget_bytes_per_gpu * (1.0 - used)
 
 
+LIMIT_LABELS = {
+    "max_model_len": "the scenario's max_model_len",
+    "max_position_embeddings": "the model's positions",
+    "kv_cache": "the KV cache",
+}
+
+
 def plan_headline(*, plan: Plan) -> Headline:
     inputs = plan.inputs
     ask = f"{_sequences(inputs.concurrency)} × {tokens_label(inputs.max_model_len or 0)} on {_gpus_label(plan)}"
     if plan.fits:
         return Headline(fits=True, text=f"fits: {ask}, {gib_label(spare_kv_bytes_per_gpu(plan))} spare")
+    if not plan.starts:
+        short = gib_label(plan.shortfall_bytes_per_gpu)
+        return Headline(fits=False, text=f"vLLM would not start: {ask}, {short} short per GPU", details=plan.problems)
     return Headline(fits=False, text=f"does not fit: {ask}", details=tuple(plan.problems))
 
 
@@ -185,18 +195,33 @@ def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
     """The numbers under the headline (the live preview and the detail page)."""
     memory = plan.memory_per_gpu
     estimates = plan.estimates
-    return [
+    row = next(r for r in plan.concurrency_table if r.concurrency == plan_replica_concurrency(plan))
+    figures = [
         ("KV budget per GPU", gib_label(plan.kv_budget_bytes_per_gpu)),
         ("KV capacity", f"{plan.kv_capacity_tokens:,} tokens"),
         ("GPU blocks", f"{plan.num_gpu_blocks:,} × {plan.block_size} tokens"),
         (f"Max concurrency at {tokens_label(plan.inputs.max_model_len or 0)}", f"{plan.max_concurrency:,.2f}"),
-        (f"Max context at concurrency {plan.inputs.concurrency:,}", f"{plan.max_context_len:,} tokens"),
+        (
+            f"Max context at concurrency {plan.inputs.concurrency:,}",
+            f"{plan.max_context_len:,} tokens (limited by {LIMIT_LABELS[row.limited_by]})",
+        ),
+        ("Longest max_model_len that starts", f"{plan.longest_max_model_len:,} tokens"),
         ("KV per token (per GPU)", f"{plan.kv_bytes_per_token_per_gpu:,} B"),
         ("Weights per GPU", gib_label(plan.weights_bytes_per_gpu)),
         ("Activation + non-torch", gib_label(memory.activation_bytes + memory.non_torch_bytes)),
+    ]
+    if estimates is None:
+        return [*figures, ("Short per GPU", gib_label(plan.shortfall_bytes_per_gpu))]
+    return [
+        *figures,
         ("Decode (estimate)", f"{estimates.tokens_per_s_per_seq:,.0f} tok/s per sequence"),
         ("TPOT / TTFT (estimate)", f"{estimates.tpot_ms:,.1f} ms / {estimates.prefill_ttft_ms:,.0f} ms"),
     ]
+
+
+def plan_replica_concurrency(plan: Plan) -> int:
+    """The concurrency each replica serves (the table's row for this scenario)."""
+    return -(-plan.inputs.concurrency // max(plan.data_parallel_size, 1))
 
 
 def plan_memory_rows(*, plan: Plan) -> list[tuple[str, str]]:
@@ -219,7 +244,7 @@ def compare_rows(*, outcomes: Sequence[PlanOutcome]) -> list[tuple[str, list[str
         return [getter(o.plan) if o.plan else "—" for o in outcomes]
 
     return [
-        ("Fits", column(lambda p: "yes" if p.fits else "no")),
+        ("Fits", column(lambda p: "yes" if p.fits else ("no" if p.starts else "no: vLLM would not start"))),
         ("GPUs", column(_gpus_label)),
         ("tp × pp", column(lambda p: f"{p.inputs.tensor_parallel_size} × {p.inputs.pipeline_parallel_size}")),
         ("KV cache dtype", column(lambda p: p.inputs.kv_cache_dtype)),
@@ -229,8 +254,11 @@ def compare_rows(*, outcomes: Sequence[PlanOutcome]) -> list[tuple[str, list[str
         ("KV capacity (tokens)", column(lambda p: f"{p.kv_capacity_tokens:,}")),
         ("Max concurrency at max_model_len", column(lambda p: f"{p.max_concurrency:,.2f}")),
         ("Max context at concurrency", column(lambda p: f"{p.max_context_len:,}")),
-        ("Decode tok/s total (estimate)", column(lambda p: f"{p.estimates.tokens_per_s_total:,.0f}")),
-        ("TPOT (estimate)", column(lambda p: f"{p.estimates.tpot_ms:,.1f} ms")),
+        (
+            "Decode tok/s total (estimate)",
+            column(lambda p: f"{p.estimates.tokens_per_s_total:,.0f}" if p.estimates else "—"),
+        ),
+        ("TPOT (estimate)", column(lambda p: f"{p.estimates.tpot_ms:,.1f} ms" if p.estimates else "—")),
         ("Price per hour", column(_price_label)),
     ]
 

@@ -112,7 +112,10 @@ class ConcurrencyRowSerializer(serializers.Serializer):
     concurrency = serializers.IntegerField()
     max_context_len = serializers.IntegerField(help_text="Longest context each sequence can have at this concurrency.")
     kv_limited_context_len = serializers.IntegerField(help_text="What the KV cache alone would allow.")
-    limited_by = serializers.ChoiceField(choices=["kv_cache", "model"])
+    limited_by = serializers.ChoiceField(
+        choices=["max_model_len", "max_position_embeddings", "kv_cache"],
+        help_text="What binds: the scenario's max_model_len, the model's positions, or the KV cache.",
+    )
 
 
 class AllocationSerializer(serializers.Serializer):
@@ -175,12 +178,14 @@ class PlanSerializer(serializers.Serializer):
     kv_capacity_tokens = serializers.IntegerField(help_text="num_gpu_blocks x block_size.")
     worst_case_blocks_per_request = serializers.IntegerField(help_text="Blocks one max_model_len request may need.")
     max_concurrency = _float("Concurrent requests of max_model_len tokens the KV cache holds.")
-    max_context_len = serializers.IntegerField(help_text="Longest context per sequence at the requested concurrency.")
+    max_context_len = serializers.IntegerField(
+        help_text="Longest context per sequence at the requested concurrency, never above max_model_len."
+    )
     fits = serializers.BooleanField(help_text="The model loads and at least one max_model_len request fits.")
     problems = serializers.ListField(child=serializers.CharField(), help_text="Why it does not fit or meet the SLA.")
     concurrency_table = ConcurrencyRowSerializer(many=True)
     allocation = AllocationSerializer()
-    estimates = EstimatesSerializer()
+    estimates = EstimatesSerializer(allow_null=True, help_text="Null when vLLM would not start (starts false).")
     advice = AdviceRowSerializer(many=True)
     vllm_command = serializers.CharField()
     assumptions = AssumptionSerializer(many=True)
@@ -192,6 +197,16 @@ class PlanSerializer(serializers.Serializer):
     kv_groups = KvCacheGroupSerializer(many=True)
     in_flight_tokens = serializers.IntegerField(help_text="Tokens scheduled at once, which sliding windows keep.")
     data_parallel_size = serializers.IntegerField(help_text="Replicas: gpu_count / (tp x pp).")
+    longest_max_model_len = serializers.IntegerField(
+        help_text="Longest max_model_len vLLM would start with here (one request fits; capped by the model's "
+        "positions), whatever the scenario's max_model_len."
+    )
+    starts = serializers.BooleanField(
+        help_text="Whether vLLM would start with these settings; when false the vllm_command is one it refuses."
+    )
+    shortfall_bytes_per_gpu = serializers.IntegerField(
+        help_text="Memory per GPU missing for vLLM to start with one max_model_len request (0 when it starts)."
+    )
 
 
 class CandidateSerializer(serializers.Serializer):

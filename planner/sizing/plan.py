@@ -39,12 +39,22 @@ class MemoryBreakdown:
     unrequested_bytes: int
 
 
+# What binds a concurrency row's longest context: the scenario's max_model_len, the model's positions
+# (max_position_embeddings, when max_model_len is left at it), or the KV cache.
+LIMIT_MAX_MODEL_LEN = "max_model_len"
+LIMIT_MODEL_POSITIONS = "max_position_embeddings"
+LIMIT_KV_CACHE = "kv_cache"
+
+
 @dataclass(frozen=True)
 class ConcurrencyRow:
+    """``max_context_len``: the longest context one request can have under the scenario's settings, so never
+    above max_model_len; ``kv_limited_context_len``: what the KV cache alone would hold per request."""
+
     concurrency: int
     max_context_len: int
     kv_limited_context_len: int
-    limited_by: str  # "kv_cache" or "model"
+    limited_by: str  # LIMIT_MAX_MODEL_LEN, LIMIT_MODEL_POSITIONS or LIMIT_KV_CACHE
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class Plan:
     problems: tuple[str, ...]
     concurrency_table: tuple[ConcurrencyRow, ...]
     allocation: Allocation
-    estimates: Estimates
+    estimates: Estimates | None  # None when vLLM would not start: there is nothing to time
     advice: tuple[AdviceRow, ...]
     vllm_command: str
     assumptions: tuple[Assumption, ...]
@@ -107,6 +117,14 @@ class Plan:
     kv_groups: tuple[KvCacheGroup, ...] = ()
     in_flight_tokens: int = 0
     data_parallel_size: int = 1
+    # The longest max_model_len vLLM would start with on this memory (one request of that length fits,
+    # capped by the model's positions): vLLM's estimate_max_model_len. Not capped by the scenario's setting.
+    longest_max_model_len: int = 0
+    # Whether vLLM would start with these settings (weights, activations and one max_model_len request fit);
+    # when not, ``shortfall_bytes_per_gpu`` is how much more memory per GPU it would need, and the
+    # ``vllm_command`` is one vLLM refuses.
+    starts: bool = True
+    shortfall_bytes_per_gpu: int = 0
     speed_model: SpeedModel | None = field(default=None, repr=False, compare=False)
 
 
@@ -306,39 +324,52 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     upper = max(cap, capacity)
     concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
     rows = []
+    setting_limit = LIMIT_MAX_MODEL_LEN if max_len < cap else LIMIT_MODEL_POSITIONS
     for concurrency in concurrencies:
         kv_limited = _kv_limited_length(inputs, binding.groups, num_blocks, concurrency, in_flight, upper)
-        length = min(kv_limited, cap)
+        length = min(kv_limited, max_len)
         if inputs.context_rounding == "pow2":
             length = _pow2_floor(length)
-        rows.append(ConcurrencyRow(concurrency, length, kv_limited, "model" if kv_limited >= cap else "kv_cache"))
+        rows.append(
+            ConcurrencyRow(concurrency, length, kv_limited, setting_limit if kv_limited >= max_len else LIMIT_KV_CACHE)
+        )
+    longest_max_model_len = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, cap)
     target_row = next(row for row in rows if row.concurrency == replica_concurrency)
     if inputs.context_rounding == "pow2":
         assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
 
-    # Fit.
+    # Fit: first whether vLLM starts at all, then whether the asked concurrency fits.
     problems: list[str] = []
     available = min(requested, total)
+    one_request = worst_case * page_size * binding.groups.group_size
+    shortfall = 0
     if fixed > available:
+        shortfall = fixed + one_request - available
         problems.append(
-            f"Weights ({weights_per_gpu / GIB:.2f} GiB per GPU), activations ({activation / GIB:.2f} GiB) and "
-            f"non-torch memory ({non_torch / GIB:.2f} GiB) need {fixed / GIB:.2f} GiB, more than the "
-            f"{available / GIB:.2f} GiB available per GPU."
+            f"vLLM refuses to start: weights ({weights_per_gpu / GIB:.2f} GiB per GPU), activations "
+            f"({activation / GIB:.2f} GiB) and non-torch memory ({non_torch / GIB:.2f} GiB) need "
+            f"{fixed / GIB:.2f} GiB, more than the {available / GIB:.2f} GiB available per GPU; with one "
+            f"{max_len:,}-token request's KV cache ({one_request / GIB:.2f} GiB) it is {shortfall / GIB:.2f} GiB "
+            "short per GPU."
         )
     elif requested > total:
-        problems.append(f"The KV cache asked for does not fit: {requested / GIB:.2f} of {total / GIB:.2f} GiB.")
-    elif num_blocks < 1:
-        problems.append("No memory left for the KV cache blocks: raise gpu_memory_utilization or use more GPUs.")
-    elif worst_case > num_blocks:
-        estimated = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len)
-        needed = worst_case * page_size * binding.groups.group_size
+        shortfall = requested - total
+        problems.append(
+            f"vLLM refuses to start: the KV cache asked for does not fit, {requested / GIB:.2f} of "
+            f"{total / GIB:.2f} GiB ({shortfall / GIB:.2f} GiB short per GPU)."
+        )
+    elif num_blocks < 1 or worst_case > num_blocks:
+        estimated = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len) if num_blocks else 0
+        shortfall = max(1, one_request - kv_alloc)
         problems.append(
             f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
-            f"{needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({kv_alloc / GIB:.2f} GiB). Based on the available memory, the estimated maximum model length is "
-            f"{estimated}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len`."
+            f"{one_request / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({kv_alloc / GIB:.2f} GiB), {shortfall / GIB:.2f} GiB short per GPU. Based on the available memory, "
+            f"the estimated maximum model length is {estimated}. Try increasing `gpu_memory_utilization` or "
+            "decreasing `max_model_len`."
         )
-    elif max_concurrency < replica_concurrency:
+    starts = not problems
+    if starts and max_concurrency < replica_concurrency:
         problems.append(
             f"Only {max_concurrency:.2f} requests of {max_len:,} tokens fit at once, not {replica_concurrency}; "
             f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
@@ -383,12 +414,16 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         attention_width=qk_width,
     )
     ttft_prompt = max(0, prompt - (inputs.shared_prefix_tokens or 0))
-    estimates = estimate(
-        speed_model,
-        concurrency=replica_concurrency,
-        context_tokens=context,
-        prompt_tokens=ttft_prompt,
-        data_parallel_size=resolved.data_parallel_size,
+    estimates = (
+        estimate(
+            speed_model,
+            concurrency=replica_concurrency,
+            context_tokens=context,
+            prompt_tokens=ttft_prompt,
+            data_parallel_size=resolved.data_parallel_size,
+        )
+        if starts
+        else None
     )
     if inputs.prompt_tokens is None or inputs.output_tokens is None:
         assumptions.append(
@@ -398,14 +433,21 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
                 "unset lengths: a request of max_model_len tokens (worst case)",
             )
         )
-    assumptions.append(Assumption("speed", estimates.label, "planner/sizing/speed.py"))
+    if estimates is not None:
+        assumptions.append(Assumption("speed", estimates.label, "planner/sizing/speed.py"))
     sla_problems = []
-    if inputs.target_tpot_ms is not None and estimates.tpot_ms > inputs.target_tpot_ms:
+    if estimates is None:
+        pass  # no speed to judge: the problems already say why it does not start
+    elif inputs.target_tpot_ms is not None and estimates.tpot_ms > inputs.target_tpot_ms:
         sla_problems.append(
             f"Estimated TPOT {estimates.tpot_ms:.1f} ms at concurrency {replica_concurrency} misses the "
             f"{inputs.target_tpot_ms:g} ms target."
         )
-    if inputs.target_ttft_ms is not None and estimates.prefill_ttft_ms > inputs.target_ttft_ms:
+    if (
+        estimates is not None
+        and inputs.target_ttft_ms is not None
+        and estimates.prefill_ttft_ms > inputs.target_ttft_ms
+    ):
         sla_problems.append(
             f"Estimated prefill TTFT {estimates.prefill_ttft_ms:.1f} ms for {ttft_prompt} tokens misses the "
             f"{inputs.target_ttft_ms:g} ms target."
@@ -442,6 +484,9 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         kv_groups=kv_groups,
         in_flight_tokens=in_flight,
         data_parallel_size=resolved.data_parallel_size,
+        longest_max_model_len=longest_max_model_len,
+        starts=starts,
+        shortfall_bytes_per_gpu=shortfall,
         speed_model=speed_model,
     )
 

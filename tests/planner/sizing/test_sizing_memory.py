@@ -149,4 +149,4 @@ def test_weights_that_do_not_fit_are_a_problem_not_an_error():
     plan = compute_plan(PlanInputs(model=MODELS["llama-3-70b"], gpu=GPUS["rtx-4090"]))
     assert not plan.fits
     assert plan.num_gpu_blocks == 0
-    assert "Weights" in plan.problems[0]
+    assert "vLLM refuses to start: weights" in plan.problems[0]

@@ -194,3 +194,27 @@ def test_import_rejects_bad_documents_with_errors_and_saves_nothing(planner_clie
 @pytest.mark.django_db
 def test_viewers_may_not_import(viewer_client, catalog):
     assert viewer_client.get(IMPORT).status_code == 403
+
+
+@pytest.mark.django_db
+def test_detail_max_context_stays_within_max_model_len_and_names_the_limit(viewer_client, catalog):
+    # Qwen3 8B on an RTX 4090 at 32K (issue 12, item 2: the page showed 40,960, past the scenario's 32,768).
+    scenario = ScenarioFactory(max_model_len=32768, concurrency=1)
+    response = viewer_client.get(detail(scenario.pk))
+    figures = dict(response.context["key_figures"])
+    assert figures["Max context at concurrency 1"].startswith("32,768 tokens (limited by ")
+    plan = response.context["plan"]
+    assert all(row.max_context_len <= 32768 for row in plan.concurrency_table)
+
+
+@pytest.mark.django_db
+def test_detail_of_a_plan_vllm_refuses_shows_the_shortfall_no_speed_and_a_marked_command(viewer_client, catalog):
+    scenario = ScenarioFactory(model=ModelProfile.objects.get(slug="llama-3.1-70b"), max_model_len=8192)
+    response = viewer_client.get(detail(scenario.pk))
+    body = response.content.decode()
+    assert "vLLM would not start: 1 sequence × 8K on 1× RTX 4090," in body
+    assert "GiB short per GPU" in body
+    assert "Decode (estimate)" not in body and "Tokens/s per sequence" not in body
+    assert 'id="no-speed"' in body
+    assert 'id="command-refused"' in body
+    assert "fp8 weights" in body  # the advice offers smaller weights
