@@ -20,6 +20,7 @@ from .plan import (
     MemoryBreakdown,
     Plan,
     compute_plan,
+    context_curve,
     plan_to_dict,
 )
 from .search import Candidate, search_configurations
@@ -45,6 +46,7 @@ __all__ = [
     "catalog_gpus",
     "catalog_models",
     "compute_plan",
+    "context_curve",
     "custom_gpu",
     "model_spec_from_hf_config",
     "plan_to_dict",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +127,8 @@ class Plan:
     starts: bool = True
     shortfall_bytes_per_gpu: int = 0
     speed_model: SpeedModel | None = field(default=None, repr=False, compare=False)
+    # The pipeline stage whose requests need the most blocks (what every context figure is computed on).
+    binding_stage: StageGroups | None = field(default=None, repr=False, compare=False)
 
 
 TABLE_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -488,7 +491,30 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         starts=starts,
         shortfall_bytes_per_gpu=shortfall,
         speed_model=speed_model,
+        binding_stage=binding.groups,
     )
+
+
+def context_curve(plan: Plan, concurrencies: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """(longest context under max_model_len, what the KV cache alone holds) per request at each concurrency.
+
+    The same arithmetic as the concurrency table, at any concurrency: a chart drawn through these points
+    follows the real limit (capacity shared by n requests) instead of holding a table row's value.
+    """
+    stage = plan.binding_stage
+    inputs = plan.inputs
+    assert inputs.max_model_len is not None
+    if stage is None:
+        return tuple((0, 0) for _ in concurrencies)
+    upper = max(inputs.model.max_position_embeddings, plan.kv_capacity_tokens)
+    points = []
+    for concurrency in concurrencies:
+        kv_limited = _kv_limited_length(
+            inputs, stage, plan.num_gpu_blocks, max(1, concurrency), plan.in_flight_tokens, upper
+        )
+        length = min(kv_limited, inputs.max_model_len)
+        points.append((_pow2_floor(length) if inputs.context_rounding == "pow2" else length, kv_limited))
+    return tuple(points)
 
 
 def _replan(inputs: PlanInputs) -> Plan | None:
@@ -558,7 +584,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready nested dicts and lists (the REST API's response body)."""
     data: dict[str, Any] = {}
     for f in dataclasses.fields(plan):
-        if f.name == "speed_model":
+        if f.name in ("speed_model", "binding_stage"):
             continue
         value = getattr(plan, f.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
