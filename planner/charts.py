@@ -318,6 +318,39 @@ def detail_figures(*, plan: Plan) -> dict[str, dict[str, Any]]:
     }
 
 
+def chart_slots(*, plan: Plan) -> list[dict[str, Any]]:
+    """The detail page's chart containers: id, full width or not, and the accessible name screen readers say."""
+    inputs = plan.inputs
+    asked = f"{inputs.concurrency} × {tokens_label(inputs.max_model_len or 0)}"
+    row = plan.concurrency_table[0] if plan.concurrency_table else None
+    return [
+        {
+            "id": "chart-memory",
+            "wide": True,
+            "label": f"GPU memory per GPU: weights, activation peak, non-torch, KV cache "
+            f"{plan.memory_per_gpu.kv_cache_bytes / GIB:.1f} GiB of {plan.memory_per_gpu.total_bytes / GIB:.1f} GiB",
+        },
+        {
+            "id": "chart-context",
+            "wide": False,
+            "label": f"Max context vs concurrency: {row.max_context_len if row else 0:,} tokens for one sequence, "
+            f"{plan.max_context_len:,} at the asked {asked}",
+        },
+        {
+            "id": "chart-allocation",
+            "wide": False,
+            "label": f"Sequences of {plan.allocation.sequence_tokens:,} tokens that fit: "
+            f"{plan.allocation.naive_sequences:,} contiguous, {plan.allocation.paged_sequences:,} paged",
+        },
+        {
+            "id": "chart-kv-variants",
+            "wide": True,
+            "label": f"KV cache per sequence against context for {inputs.model.name} and its MHA, GQA and MLA "
+            "variants in bf16, fp8 and int4, against the KV budget per GPU",
+        },
+    ]
+
+
 def compare_figures(*, scenarios: Sequence[Scenario], outcomes: Sequence[PlanOutcome]) -> dict[str, dict[str, Any]]:
     """Max context vs concurrency for each scenario, overlaid, each with its SLA point."""
     data = []

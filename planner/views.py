@@ -154,6 +154,7 @@ def scenario_detail(request: HttpRequest, pk: int) -> HttpResponse:
             memory_rows=selectors.plan_memory_rows(plan=plan),
             plan=plan,
             figures=charts.detail_figures(plan=plan),
+            chart_slots=charts.chart_slots(plan=plan),
         )
     return render(request, "planner/scenario_detail.html", context)
 

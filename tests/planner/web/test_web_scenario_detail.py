@@ -218,3 +218,14 @@ def test_detail_of_a_plan_vllm_refuses_shows_the_shortfall_no_speed_and_a_marked
     assert 'id="no-speed"' in body
     assert 'id="command-refused"' in body
     assert "fp8 weights" in body  # the advice offers smaller weights
+
+
+@pytest.mark.django_db
+def test_every_chart_has_an_accessible_name(viewer_client, catalog):
+    scenario = ScenarioFactory(max_model_len=16384, concurrency=2)
+    body = viewer_client.get(detail(scenario.pk)).content.decode()
+    for chart in ("chart-memory", "chart-context", "chart-allocation", "chart-kv-variants"):
+        tag = body[body.index(f'id="{chart}"') - 40 : body.index(f'id="{chart}"') + 400]
+        assert 'role="img"' in tag and 'aria-label="' in tag
+    label = "Max context vs concurrency: 16,384 tokens for one sequence, 16,384 at the asked 2 × 16K"
+    assert f'aria-label="{label}"' in body

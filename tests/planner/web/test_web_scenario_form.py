@@ -244,3 +244,21 @@ def test_a_catalog_model_whose_config_broke_is_reported_on_the_model_field(plann
     errors = response.context["form"].errors["model"]
     assert any(error.startswith("Qwen3 8B: num_attention_heads: missing") for error in errors), errors
     assert Scenario.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_help_text_has_the_id_the_control_names_in_aria_describedby(planner_client, catalog):
+    body = planner_client.get(CREATE).content.decode()
+    assert 'aria-describedby="id_max_model_len_helptext"' in body
+    assert 'id="id_max_model_len_helptext"' in body
+    assert 'id="id_concurrency_live_error"' in body
+
+
+@pytest.mark.django_db
+def test_a_failed_save_with_model_and_gpu_chosen_does_not_ask_to_pick_them(planner_client, catalog):
+    response = planner_client.post(CREATE, post_data(name="", concurrency="0"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Pick a model and a GPU" not in body
+    assert 'id="preview-blocked"' in body
+    assert 'aria-invalid="true"' in body
