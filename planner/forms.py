@@ -13,7 +13,7 @@ from django.core.validators import MinValueValidator
 from django.utils.text import slugify
 
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
-from planner.selectors import EXPORT_FORMAT
+from planner.selectors import EXPORT_FORMAT, EXPORT_VERSION, scenario_duplicates
 from planner.services import SCENARIO_WRITE_FIELDS, plan_inputs_from_values
 from planner.sizing import ModelSpec, Plan, SizingInputError, compute_plan, model_spec_from_hf_config
 
@@ -298,6 +298,11 @@ class ScenarioImportForm(forms.Form):
         label="Scenario JSON", required=False, widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"})
     )
     file = forms.FileField(label="…or upload the exported file", required=False)
+    import_duplicate = forms.BooleanField(
+        label="Import even if the same scenario exists",
+        required=False,
+        help_text="A scenario with the same name, model, GPU and inputs is refused unless this is ticked.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -334,6 +339,16 @@ class ScenarioImportForm(forms.Form):
                 for message in messages:
                     self.add_error(source_field, f"{label}: {message}")
             return cleaned
+        if not cleaned.get("import_duplicate"):
+            existing = scenario_duplicates(data=form.scenario_data()).first()
+            if existing is not None:
+                self.add_error(
+                    source_field,
+                    f"A scenario with the same name and inputs exists already: “{existing.name}” (#{existing.pk}, "
+                    f"owner {existing.owner.get_username()}). Tick “{self.fields['import_duplicate'].label}” to "
+                    "import it again.",
+                )
+                return cleaned
         self.scenario_form = form
         return cleaned
 
@@ -344,6 +359,10 @@ def _export_document_errors(doc: Any) -> list[str]:
     errors = []
     if doc.get("format") not in (None, EXPORT_FORMAT):
         errors.append(f"format: expected {EXPORT_FORMAT!r}, got {doc.get('format')!r}")
+    # A file without a version is hand-written in today's shape; any other version is one kvdash cannot read.
+    version = doc.get("version", EXPORT_VERSION)
+    if isinstance(version, bool) or version != EXPORT_VERSION:
+        errors.append(f"version: this kvdash reads version {EXPORT_VERSION} files, got {version!r}")
     for key in ("name", "model", "gpu"):
         if not isinstance(doc.get(key), str) or not doc.get(key):
             errors.append(f"{key}: required (a string)")

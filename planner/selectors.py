@@ -296,6 +296,12 @@ def model_shape(*, spec: ModelSpec) -> list[tuple[str, str]]:
     return rows
 
 
+def scenario_duplicates(*, data: dict[str, Any]) -> QuerySet[Scenario]:
+    """Saved scenarios with the same name, model, GPU and inputs as ``data`` (a scenario form's values)."""
+    match = {name: data.get(name) for name in ("name", "model", "gpu", *SCENARIO_INPUT_FIELDS)}
+    return scenario_queryset().filter(**match).order_by("pk")
+
+
 def scenario_export_document(*, scenario: Scenario) -> dict[str, Any]:
     """What export writes and import reads back: model and GPU by slug, inputs, name and notes."""
     return {

@@ -141,7 +141,8 @@ def test_export_names_model_and_gpu_by_slug(viewer_client, catalog):
 def test_export_then_import_gives_the_same_scenario_owned_by_the_importer(planner_client, planner_user, catalog):
     source = ScenarioFactory(name="round trip", notes="n", kv_cache_dtype="fp8", concurrency=3, gpu_count=2)
     text = planner_client.get(reverse("planner:scenario-export", args=[source.pk])).content.decode()
-    response = planner_client.post(IMPORT, {"document": text})
+    # Into the same database the file is a duplicate: imported only when asked for.
+    response = planner_client.post(IMPORT, {"document": text, "import_duplicate": "on"})
     assert response.status_code == 302
     copy = Scenario.objects.exclude(pk=source.pk).get()
     assert copy.owner == planner_user
@@ -150,10 +151,11 @@ def test_export_then_import_gives_the_same_scenario_owned_by_the_importer(planne
 
 @pytest.mark.django_db
 def test_import_accepts_an_uploaded_file(planner_client, catalog):
-    document = scenario_export_document(scenario=ScenarioFactory(name="from a file"))
+    document = {**scenario_export_document(scenario=ScenarioFactory(name="from a file")), "name": "from a file"}
+    Scenario.objects.update(name="already here")
     upload = SimpleUploadedFile("s.json", json.dumps(document).encode(), content_type="application/json")
     assert planner_client.post(IMPORT, {"file": upload}).status_code == 302
-    assert Scenario.objects.filter(name="from a file").count() == 2
+    assert Scenario.objects.filter(name="from a file").count() == 1
 
 
 @pytest.mark.django_db
@@ -181,6 +183,11 @@ def test_import_accepts_an_uploaded_file(planner_client, catalog):
             "concurrency: Enter a whole number.",
         ),
         ('{"format": "other", "name": "x", "model": "qwen3-8b", "gpu": "rtx-4090"}', "format: expected"),
+        (
+            '{"version": 99, "name": "x", "model": "qwen3-8b", "gpu": "rtx-4090"}',
+            "version: this kvdash reads version 1 files, got 99",
+        ),
+        ('{"version": true, "name": "x", "model": "qwen3-8b", "gpu": "rtx-4090"}', "version: this kvdash reads"),
     ],
 )
 def test_import_rejects_bad_documents_with_errors_and_saves_nothing(planner_client, catalog, document, message):
@@ -189,6 +196,24 @@ def test_import_rejects_bad_documents_with_errors_and_saves_nothing(planner_clie
     errors = response.context["form"].errors["document"]
     assert any(message in error for error in errors), errors
     assert Scenario.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_second_import_of_the_same_file_says_it_exists_and_saves_nothing(planner_client, catalog):
+    source = ScenarioFactory(name="twice", concurrency=2)
+    text = json.dumps(scenario_export_document(scenario=source))
+    response = planner_client.post(IMPORT, {"document": text})
+    assert response.status_code == 200
+    errors = response.context["form"].errors["document"]
+    assert any(f"A scenario with the same name and inputs exists already: “twice” (#{source.pk}" in e for e in errors)
+    assert Scenario.objects.count() == 1
+    # Asked for on purpose, the copy is made.
+    assert planner_client.post(IMPORT, {"document": text, "import_duplicate": "on"}).status_code == 302
+    assert Scenario.objects.filter(name="twice").count() == 2
+    # Different inputs under the same name are no duplicate.
+    other = json.loads(text)
+    other["inputs"]["concurrency"] = 3
+    assert planner_client.post(IMPORT, {"document": json.dumps(other)}).status_code == 302
 
 
 @pytest.mark.django_db
