@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MinValueValidator
 from django.utils.text import slugify
 
+from planner.api.sizing import HF_REPO_ID, config_hf_id
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
 from planner.selectors import EXPORT_FORMAT, EXPORT_VERSION, scenario_duplicates
 from planner.services import SCENARIO_WRITE_FIELDS, plan_inputs_from_values
@@ -210,7 +211,15 @@ class CustomModelForm(forms.Form):
     slug = forms.SlugField(
         max_length=100, required=False, help_text="Blank: made from the name (a number is added if taken)."
     )
-    hf_id = forms.CharField(label="Hugging Face id", max_length=200, required=False)
+    hf_id = forms.RegexField(
+        HF_REPO_ID,
+        label="Hugging Face id",
+        max_length=200,
+        required=False,
+        help_text="The repo the config.json came from (org/name), named by the vllm serve command. "
+        "Blank: the config's _name_or_path when it names one.",
+        error_messages={"invalid": "Give the repo id as org/name, e.g. Qwen/Qwen3-8B."},
+    )
     config_text = forms.CharField(
         label="config.json", required=False, widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"})
     )
@@ -264,6 +273,8 @@ class CustomModelForm(forms.Form):
                 self.add_error(target, f"{key}: {message}" if target == "config_text" else message)
             return cleaned
         self.config = config
+        if not cleaned.get("hf_id"):
+            cleaned["hf_id"] = config_hf_id(config) or ""
         return cleaned
 
     def unique_slug(self) -> str:

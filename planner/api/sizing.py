@@ -7,6 +7,7 @@ and renames the engine's error keys to the request's field names, so a 400 point
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,16 @@ from planner.sizing import (
 DEFAULT_GPU_BANDWIDTH_TBS = 1.0
 DEFAULT_GPU_BF16_TFLOPS = 100.0
 CUSTOM_MODEL_NAME = "custom model"
+# A Hugging Face repo id: "org/name" (letters, digits, - _ .), as vllm serve takes it.
+HF_REPO_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$"
+_HF_REPO_ID = re.compile(HF_REPO_ID)
+
+
+def config_hf_id(config: Any) -> str | None:
+    """The repo a config.json names in ``_name_or_path`` (transformers writes it on save), if it is one."""
+    value = config.get("_name_or_path") if isinstance(config, Mapping) else None
+    return value if isinstance(value, str) and _HF_REPO_ID.match(value) else None
+
 
 # Request fields handed to PlanInputs unchanged (everything but the model and the GPU).
 PLAN_INPUT_FIELDS: tuple[str, ...] = tuple(
@@ -56,13 +67,21 @@ def config_model_spec(
     field: str = "model_config",
     num_params: int | None = None,
     num_active_params: int | None = None,
+    hf_id: str | None = None,
 ) -> ModelSpec:
-    """A ModelSpec from a caller's HF config.json; every complaint is reported under ``field``."""
+    """A ModelSpec from a caller's HF config.json; every complaint is reported under ``field``.
+
+    ``hf_id`` (else the config's ``_name_or_path``) is the repo the vllm serve command names.
+    """
     if not isinstance(config, Mapping) or not config:
         raise SizingInputError({field: "must be a non-empty JSON object (an HF config.json)"})
     try:
         return model_spec_from_hf_config(
-            dict(config), name=name or CUSTOM_MODEL_NAME, num_params=num_params, num_active_params=num_active_params
+            dict(config),
+            name=name or CUSTOM_MODEL_NAME,
+            num_params=num_params,
+            num_active_params=num_active_params,
+            hf_id=hf_id or config_hf_id(config),
         )
     except SizingInputError as exc:
         raise SizingInputError({field: _flatten(exc.errors)}) from exc
@@ -74,7 +93,7 @@ def config_model_spec(
 def _model_spec(data: Mapping[str, Any], errors: dict[str, str]) -> ModelSpec | None:
     if data.get("model_config") is not None:
         try:
-            return config_model_spec(config=data["model_config"])
+            return config_model_spec(config=data["model_config"], hf_id=data.get("model_hf_id"))
         except SizingInputError as exc:
             errors.update(exc.errors)
             return None

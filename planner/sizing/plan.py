@@ -379,6 +379,11 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             "tokens."
         )
     fits = not problems
+    if not model.hf_id:
+        warnings.append(
+            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
+            "(or local path) the config.json came from."
+        )
 
     # Allocation: contiguous max_model_len reservations vs paged blocks.
     prompt, output, context = _typical_request(inputs)

@@ -369,3 +369,18 @@ def test_a_body_nested_too_deeply_is_a_400(planner, catalog, path) -> None:
     response = planner.post(path, body, content_type="application/json")
 
     assert response.status_code == 400
+
+
+def test_a_pasted_config_serves_the_repo_it_came_from_not_custom_model(anon, db) -> None:
+    body = {"model_config": SMALL_CONFIG, "gpu_memory_gib": 24, "max_model_len": 4096}
+    plain = anon.post(SIZE, body, format="json").json()
+    assert plain["vllm_command"].startswith("vllm serve <hf-repo-id> --tensor-parallel-size 1")
+    assert "custom model" not in plain["vllm_command"]
+    assert any("<hf-repo-id>" in warning for warning in plain["warnings"])
+    named = anon.post(SIZE, {**body, "model_hf_id": "acme/tiny-llama"}, format="json").json()
+    assert named["vllm_command"].startswith("vllm serve acme/tiny-llama --tensor-parallel-size 1")
+    saved_by_transformers = {**SMALL_CONFIG, "_name_or_path": "acme/tiny-llama-2"}
+    kept = anon.post(SIZE, {**body, "model_config": saved_by_transformers}, format="json").json()
+    assert kept["vllm_command"].startswith("vllm serve acme/tiny-llama-2 ")
+    bad = anon.post(SIZE, {**body, "model_hf_id": "not a repo; rm -rf /"}, format="json")
+    assert bad.status_code == 400 and "model_hf_id" in bad.json()
