@@ -266,7 +266,7 @@ def compare_rows(*, outcomes: Sequence[PlanOutcome]) -> list[tuple[str, list[str
 def _price_label(plan: Plan) -> str:
     price = plan.inputs.gpu.price_per_hour
     if price is None:
-        return "—"
+        return "no price"
     count = plan.inputs.gpu_count or plan.inputs.tensor_parallel_size * plan.inputs.pipeline_parallel_size
     return f"${price * count:,.2f}"
 

@@ -113,6 +113,8 @@ def _gpu_row_values(spec: GpuSpec, entry: dict[str, Any]) -> dict[str, Any]:
         "bandwidth_tbs": spec.bandwidth_bytes_per_s / 1e12,
         "bf16_tflops": spec.bf16_tflops,
         "price_per_hour": spec.price_per_hour,
+        "price_source": entry.get("price_source") or "",
+        "price_date": entry.get("price_date"),
         "fp8": spec.fp8,
         "source": entry.get("source") or "",
         "notes": entry.get("notes") or entry.get("memory_usable_note") or "",

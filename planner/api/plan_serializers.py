@@ -219,4 +219,7 @@ class CandidateSerializer(serializers.Serializer):
     data_parallel_size = serializers.IntegerField()
     kv_cache_dtype = serializers.CharField()
     cost_per_hour = serializers.FloatField(allow_null=True)
+    price_note = serializers.CharField(
+        help_text="Empty when priced; otherwise says the GPU has no price and ranks after every priced one."
+    )
     plan = PlanSerializer()

@@ -191,6 +191,7 @@ def size_search(*, data: Mapping[str, Any]) -> list[dict[str, Any]]:
             "data_parallel_size": candidate.data_parallel_size,
             "kv_cache_dtype": candidate.kv_cache_dtype,
             "cost_per_hour": candidate.cost_per_hour,
+            "price_note": candidate.price_note,
             "plan": plan_to_dict(candidate.plan),
         }
         for candidate in candidates[: data.get("limit", 10)]

@@ -164,7 +164,7 @@ def advise(
     candidates = search(requested)
     if candidates:
         best = candidates[0]
-        cost = f"${best.cost_per_hour:.2f}/h" if best.cost_per_hour is not None else "price unknown"
+        cost = f"${best.cost_per_hour:.2f}/h" if best.cost_per_hour is not None else best.price_note
         rows.append(
             AdviceRow(
                 "search",

@@ -35,6 +35,13 @@ class Candidate:
     plan: Plan
     data_parallel_size: int = 1
 
+    @property
+    def price_note(self) -> str:
+        """Empty for a priced configuration; else why it sits after every priced one."""
+        if self.cost_per_hour is not None:
+            return ""
+        return f"{self.gpu.name} has no price: ranked after every priced configuration, by GPU memory"
+
 
 def _rank(candidate: Candidate) -> tuple[int, float, int, int, float]:
     priced = candidate.cost_per_hour is not None
