@@ -23,7 +23,7 @@ MAX_CONFIG_BYTES = 1_000_000
 
 BLOCK_SIZE_CHOICES = [("", "default (16; 64 for MLA)")] + [(str(n), str(n)) for n in (1, 8, 16, 32, 64, 128, 256)]
 # Suggestions only (a datalist): the engine accepts any release it knows and says so when it does not.
-ENGINE_VERSION_SUGGESTIONS = ("latest", "0.8", "0.9", "0.10", "0.11", "0.15", "0.19")
+ENGINE_VERSION_SUGGESTIONS = ("latest", "0.8", "0.9", "0.10", "0.11", "0.15", "0.19", "0.21", "0.33")
 
 
 @dataclass(frozen=True)

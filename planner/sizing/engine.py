@@ -18,8 +18,10 @@ measured start-ups behind them are in ``tests/planner/sizing/data/vllm_startups.
   jump is placed at 0.18 with the tp-1 one; no log between the two sets was found.
 * CUDA-graph reserve from 0.21: the KV budget also loses vLLM's estimate of the CUDA-graph pool
   ("CUDA graph memory profiling is enabled (default since v0.21.0)" in v0.21-v0.27 logs; v0.26 logs
-  show the estimate deducted). Given only to releases named 0.21 or later: ``"latest"`` keeps the
-  newest profile kvdash has measured start-ups for (v0.19; the checks in test_sizing_memory.py).
+  show the estimate deducted).
+* ``"latest"`` is the newest release kvdash documents (``LATEST_RELEASE``, 0.33: the rules read from its
+  source in docs/reference ``vllm-sizing-2026.md``), with every rule above, the CUDA-graph reserve
+  included. Older releases stay selectable by number ("0.19" for the profile of the measured start-ups).
 * Sliding-window admission: ``max_concurrent_batches x max_num_batched_tokens`` in flight (2 batches
   with async scheduling at pp 1, pp batches otherwise) from 0.14; one batch before. The reference
   cites the rule from recent sources (``VllmConfig.max_in_flight_tokens``); 0.14 is our choice.
@@ -38,6 +40,8 @@ ASYNC_IN_FLIGHT_SINCE = (0, 14)
 LEAN_ACTIVATION_SINCE = (0, 17)
 NON_TORCH_025_SINCE = (0, 18)
 CUDA_GRAPH_RESERVE_SINCE = (0, 21)
+# The newest vLLM release whose rules kvdash documents: what "latest" means.
+LATEST_RELEASE = (0, 33)
 
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$")
 
@@ -45,7 +49,7 @@ _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0
 @dataclass(frozen=True)
 class EngineRules:
     label: str
-    version: tuple[int, int] | None  # None for "latest"
+    version: tuple[int, int]  # "latest" resolves to LATEST_RELEASE
     default_gpu_memory_utilization: float
     lean_activation: bool
     async_in_flight: bool
@@ -61,13 +65,18 @@ def engine_rules(engine_version: object) -> EngineRules:
         raise SizingInputError({"engine_version": "must be 'latest' or a release like '0.10'"})
     text = engine_version.strip().lower()
     if text in ("latest", ""):
-        return EngineRules("latest", None, 0.92, True, True)
-    match = _VERSION.match(text)
-    if match is None:
-        raise SizingInputError({"engine_version": f"must be 'latest' or a release like '0.10', got {engine_version!r}"})
-    version = (int(match.group(1)), int(match.group(2)))
+        version = LATEST_RELEASE
+        label = f"latest ({version[0]}.{version[1]})"
+    else:
+        match = _VERSION.match(text)
+        if match is None:
+            raise SizingInputError(
+                {"engine_version": f"must be 'latest' or a release like '0.10', got {engine_version!r}"}
+            )
+        version = (int(match.group(1)), int(match.group(2)))
+        label = f"{version[0]}.{version[1]}"
     return EngineRules(
-        label=f"{version[0]}.{version[1]}",
+        label=label,
         version=version,
         default_gpu_memory_utilization=0.92 if version >= UTILIZATION_092_SINCE else 0.9,
         lean_activation=version >= LEAN_ACTIVATION_SINCE,

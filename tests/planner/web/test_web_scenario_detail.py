@@ -24,7 +24,7 @@ def detail(pk: int) -> str:
 
 @pytest.mark.django_db
 def test_detail_puts_the_headline_first_then_the_charts(viewer_client, catalog):
-    scenario = ScenarioFactory(max_model_len=16384, concurrency=2)
+    scenario = ScenarioFactory(max_model_len=16384, concurrency=2, engine_version="0.19")
     response = viewer_client.get(detail(scenario.pk))
     assert response.status_code == 200
     body = response.content.decode()
