@@ -178,7 +178,7 @@ def size_search(*, data: Mapping[str, Any]) -> list[dict[str, Any]]:
     gpus = gpu_specs(slugs=data.get("gpus") or None)
     if not gpus:
         raise SizingInputError({"gpus": "no usable GPU in the catalog matches"})
-    kwargs: dict[str, Any] = {"gpus": gpus, "max_gpus": data.get("max_gpus", 8)}
+    kwargs: dict[str, Any] = {"gpus": gpus, "max_gpus": data.get("max_gpus", 8), "limit": data.get("limit", 10)}
     if data.get("kv_dtypes"):
         kwargs["kv_dtypes"] = tuple(data["kv_dtypes"])
     candidates = _engine_call(data, search_configurations, inputs, **kwargs)
@@ -194,5 +194,5 @@ def size_search(*, data: Mapping[str, Any]) -> list[dict[str, Any]]:
             "price_note": candidate.price_note,
             "plan": plan_to_dict(candidate.plan),
         }
-        for candidate in candidates[: data.get("limit", 10)]
+        for candidate in candidates
     ]

@@ -142,7 +142,10 @@ def advise(
 
     bigger = sorted((gpu for gpu in gpus if gpu.memory_bytes > inputs.gpu.memory_bytes), key=lambda g: g.memory_bytes)
     chosen = None
+    utilization = inputs.gpu_memory_utilization or 1.0
     for gpu in bigger:
+        if plan.weights_bytes_per_gpu >= gpu.memory_bytes * utilization:
+            continue  # the weights alone fill it: no need to plan it to know it cannot meet the targets
         alternative = replan(dataclasses.replace(requested, gpu=gpu))
         if alternative is not None and alternative.meets_sla:
             chosen = (gpu, alternative)

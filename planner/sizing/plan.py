@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,7 @@ from .kv_cache import (
     stage_groups,
 )
 from .memory import activation_bytes, non_torch_bytes, weight_bytes
+from .model_spec import ModelSpec
 from .speed import Estimates, SpeedModel, estimate
 
 
@@ -170,6 +173,39 @@ def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
     return prompt, output, context
 
 
+# The layer grouping of a model at a pipeline size walks every layer; a search or the advice plans the
+# same model dozens of times, so keep recent groupings. Keyed by the model object (ModelSpec is frozen;
+# the entry holds it, so the id cannot be reused while the entry lives).
+_GROUPING_CACHE: dict[tuple[int, int], tuple[ModelSpec, tuple[StageGroups, ...], dict[int, int]]] = {}
+_GROUPING_CACHE_MAX = 256
+
+
+def _grouping(model: ModelSpec, pp: int) -> tuple[tuple[StageGroups, ...], dict[int, int]]:
+    key = (id(model), pp)
+    hit = _GROUPING_CACHE.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1], hit[2]
+    stages = pipeline_stages(model.num_layers, pp)
+    groups = tuple(stage_groups(model, layers) for layers in stages)
+    kinds: dict[int, int] = {}
+    for layer in max(stages, key=len):
+        index = model.layer_pattern[layer]
+        kinds[index] = kinds.get(index, 0) + 1
+    if len(_GROUPING_CACHE) >= _GROUPING_CACHE_MAX:
+        _GROUPING_CACHE.clear()
+    _GROUPING_CACHE[key] = (model, groups, kinds)
+    return groups, kinds
+
+
+def _stage_groups(model: ModelSpec, pp: int) -> tuple[StageGroups, ...]:
+    return _grouping(model, pp)[0]
+
+
+def _layer_kinds_of_largest_stage(model: ModelSpec, pp: int) -> dict[int, int]:
+    """Layers per layer group in the largest pipeline stage (what each decode step reads)."""
+    return _grouping(model, pp)[1]
+
+
 def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     """The plan without advice (``compute_plan`` adds advice; ``search`` uses this directly)."""
     resolved = resolve_inputs(inputs)
@@ -294,8 +330,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     if model.is_hybrid or model.layer_groups[0].kind != "full":
         assumptions.append(Assumption("in_flight_tokens", str(in_flight), in_flight_source))
     stages = []
-    for layers in stages_layers:
-        groups = stage_groups(model, layers)
+    for groups in _stage_groups(model, pp):
         blocks = kv_alloc // (page_size * groups.group_size) if page_size else 0
         stages.append(_Stage(groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight)))
     num_blocks = min(stage.num_blocks for stage in stages)
@@ -397,10 +432,7 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     allocation = Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
 
     # Speed.
-    stage_kinds: dict[int, int] = {}
-    for layer in max(stages_layers, key=len):
-        index = model.layer_pattern[layer]
-        stage_kinds[index] = stage_kinds.get(index, 0) + 1
+    stage_kinds = _layer_kinds_of_largest_stage(model, pp)
     qk_width = model.num_attention_heads * (
         (model.kv_lora_rank or 0) // 4 + (model.qk_rope_head_dim or 0)
         if model.attention_kind == "MLA"
@@ -545,17 +577,57 @@ def compute_plan(inputs: PlanInputs, *, advice: bool = True) -> Plan:
     return dataclasses.replace(plan, advice=_advice_for(inputs, plan))
 
 
-# Advice re-plans the alternatives and searches the catalog (~30-100 ms); the same question asked again
-# (a form re-rendered, a tool polling the API) gets the same answer, so keep recent ones. PlanInputs is
-# frozen and hashable; the plan follows from the inputs, so it needs no place in the key.
-@functools.lru_cache(maxsize=256)
-def _advice_cached(inputs: PlanInputs) -> tuple[AdviceRow, ...]:
-    return _advise(inputs, _build_plan(inputs))
+# Advice re-plans the alternatives and searches the catalog; the same question asked again (a form
+# re-rendered, a tool polling the API) gets the same answer, so keep recent ones. PlanInputs is frozen
+# and hashable; the plan follows from the inputs, so it needs no place in the key.
+@dataclass(frozen=True)
+class CacheInfo:
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+class _AdviceCache:
+    """An LRU of advice by inputs that, on a miss, advises on the plan the caller already has."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._rows: collections.OrderedDict[PlanInputs, tuple[AdviceRow, ...]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = 0
+
+    def get(self, inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
+        with self._lock:
+            rows = self._rows.get(inputs)
+            if rows is not None:
+                self._rows.move_to_end(inputs)
+                self._hits += 1
+                return rows
+            self._misses += 1
+        rows = _advise(inputs, plan)
+        with self._lock:
+            self._rows[inputs] = rows
+            if len(self._rows) > self.maxsize:
+                self._rows.popitem(last=False)
+        return rows
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+            self._hits = self._misses = 0
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self.maxsize, len(self._rows))
+
+
+_advice_cached = _AdviceCache(maxsize=256)
 
 
 def _advice_for(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
     try:
-        return _advice_cached(inputs)
+        return _advice_cached.get(inputs, plan)
     except TypeError:  # an unhashable field (a caller's own subclass, say): compute without the cache
         return _advise(inputs, plan)
 
@@ -569,7 +641,7 @@ def _advise(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
             plan,
             requested=inputs,
             replan=_replan,
-            search=search_configurations,
+            search=functools.partial(search_configurations, limit=1),  # the advice names the cheapest only
             gpus=tuple(catalog_gpus().values()),
         )
     )
