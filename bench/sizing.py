@@ -98,9 +98,8 @@ def main() -> None:
         compute_plan(missing)
 
     advice_s = _median_seconds(first_ask, repeats=31)
-    print(
-        f"first-ask advice (70B on an RTX 4090, misses) {_verdict(advice_s, plan_s, ADVICE_TARGET_PLANS, ADVICE_TARGET_S)}"
-    )
+    verdict = _verdict(advice_s, plan_s, ADVICE_TARGET_PLANS, ADVICE_TARGET_S)
+    print(f"first-ask advice (70B on an RTX 4090, misses) {verdict}")
     print("single plans (compute_plan, concurrency table included):")
     _rate("llama-3.1-8b on h100-sxm (fits, no advice)", PlanInputs(model=models["llama-3.1-8b"], gpu=gpus["h100-sxm"]))
     _rate(
