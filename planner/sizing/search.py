@@ -89,20 +89,31 @@ def _tokens_per_request_by_layer(model: ModelSpec, max_len: int) -> int:
     return total
 
 
-def _cannot_fit(inputs: PlanInputs, *, budget: float, tp: int, replicas: int, kv_dtype: str, layer_tokens: int) -> bool:
+def _cannot_fit(*, concurrency: int, budget: float, replicas: int, request_bytes: int | None) -> bool:
     """True when even the whole budget left after the weights holds fewer than ``concurrency`` requests.
 
     A necessary condition of ``Plan.fits`` (so pruning never drops a candidate): each replica's share of the
-    requests needs at least ``layer_tokens`` token-layers of KV (``_tokens_per_request_by_layer``; vLLM's
+    requests needs at least ``request_bytes`` of KV (``_tokens_per_request_by_layer`` token-layers; vLLM's
     worst case rounds up to whole blocks and adds what is in flight, so the real need is larger), and the
     KV cache is at most the utilisation budget less the weights (activation and non-torch only take more).
     """
-    if kv_dtype not in KV_CACHE_DTYPES:
-        return False  # the plan itself names the bad value
-    element = kv_element_bytes(kv_dtype, inputs.model.dtype)
-    per_request = layer_tokens * kv_bytes_per_token_per_layer(inputs.model, tp, element)
-    replica_requests = -(-inputs.concurrency // replicas)
-    return budget <= 0 or replica_requests * per_request > budget
+    if request_bytes is None:
+        return False  # a KV dtype the plan itself will name as bad
+    replica_requests = -(-concurrency // replicas)
+    return budget <= 0 or replica_requests * request_bytes > budget
+
+
+def _request_bytes(
+    memo: dict[tuple[int, str], int | None], model: ModelSpec, tp: int, kv_dtype: str, layer_tokens: int
+) -> int | None:
+    key = (tp, kv_dtype)
+    if key not in memo:
+        memo[key] = (
+            layer_tokens * kv_bytes_per_token_per_layer(model, tp, kv_element_bytes(kv_dtype, model.dtype))
+            if kv_dtype in KV_CACHE_DTYPES
+            else None
+        )
+    return memo[key]
 
 
 def search_configurations(
@@ -131,6 +142,8 @@ def search_configurations(
     assert max_len is not None
     model = inputs.model
     layer_tokens = _tokens_per_request_by_layer(model, max_len)
+    request_bytes: dict[tuple[int, str], int | None] = {}
+    valid_tp = {tp: valid_tensor_parallel(model, tp) for tp in GPU_COUNTS}
     pool = list(gpus) if gpus is not None else list(catalog_gpus().values())
     weights = weight_bytes(model, inputs.weight_dtype).total if inputs.weight_dtype in WEIGHT_DTYPES else 0
     if inputs.weights_gib is not None:
@@ -143,18 +156,16 @@ def search_configurations(
                 break
             tp = 1
             while tp <= count:
-                if not valid_tensor_parallel(model, tp) or weights / tp > gpu.memory_bytes * utilization:
+                if not valid_tp[tp] or weights / tp > gpu.memory_bytes * utilization:
                     tp *= 2
                     continue
                 budget = gpu.memory_bytes * utilization - weights / tp
                 for kv_dtype in kv_dtypes:
                     if prune and _cannot_fit(
-                        inputs,
+                        concurrency=inputs.concurrency,
                         budget=budget,
-                        tp=tp,
                         replicas=count // tp,
-                        kv_dtype=kv_dtype,
-                        layer_tokens=layer_tokens,
+                        request_bytes=_request_bytes(request_bytes, model, tp, kv_dtype, layer_tokens),
                     ):
                         continue
                     trials.append((_known_rank(gpu, count, kv_dtype), gpu, count, tp, kv_dtype))
