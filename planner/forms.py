@@ -14,8 +14,9 @@ from django.utils.text import slugify
 
 from planner.api.sizing import HF_REPO_ID, config_hf_id
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
+from planner.plan_inputs import plan_inputs_from_values
 from planner.selectors import EXPORT_FORMAT, EXPORT_VERSION, scenario_duplicates
-from planner.services import SCENARIO_WRITE_FIELDS, plan_inputs_from_values
+from planner.services import SCENARIO_WRITE_FIELDS
 from planner.sizing import ModelSpec, Plan, SizingInputError, compute_plan, model_spec_from_hf_config
 
 # A config.json is a few kilobytes; anything this large is a mistake (or an attack), not a model.

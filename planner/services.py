@@ -8,45 +8,14 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from planner.models import GIB, SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
-from planner.sizing import GpuSpec, ModelSpec, Plan, PlanInputs, catalog_data, catalog_gpus, compute_plan
+from planner.plan_inputs import scenario_plan_inputs
+from planner.sizing import GpuSpec, Plan, catalog_data, catalog_gpus, compute_plan
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
 # The fields a scenario write may set: what it is called, what it asks and the notes beside it.
 SCENARIO_WRITE_FIELDS: tuple[str, ...] = ("name", "model", "gpu", *SCENARIO_INPUT_FIELDS, "notes")
-
-
-def plan_inputs_from_values(*, model: ModelSpec, gpu: GpuSpec, values: Mapping[str, Any]) -> PlanInputs:
-    """The one way a scenario, a form's cleaned data or a request's values become the engine's PlanInputs.
-
-    ``values`` holds scenario input fields; a missing one or ``None`` where the engine has a default
-    takes that default (PlanInputs' own), so a form, a stored row and an API body give the same question.
-    """
-    given = {name: values[name] for name in SCENARIO_INPUT_FIELDS if name in values}
-    for name, default in _PLAN_INPUT_DEFAULTS.items():
-        if given.get(name, default) is None:
-            given[name] = default
-    return PlanInputs(model=model, gpu=gpu, **given)
-
-
-# PlanInputs fields that are not optional: a blank form field or a JSON null means "the default".
-_PLAN_INPUT_DEFAULTS: dict[str, Any] = {
-    "tensor_parallel_size": 1,
-    "pipeline_parallel_size": 1,
-    "weight_dtype": "auto",
-    "kv_cache_dtype": "auto",
-    "concurrency": 1,
-    "context_rounding": "exact",
-    "engine_version": "latest",
-}
-
-
-def scenario_plan_inputs(*, scenario: Scenario, model: ModelSpec | None = None) -> PlanInputs:
-    """The scenario's question; ``model`` passes a spec already parsed (a page of rows shares them)."""
-    values = {field: getattr(scenario, field) for field in SCENARIO_INPUT_FIELDS}
-    spec = model if model is not None else scenario.model.spec()
-    return plan_inputs_from_values(model=spec, gpu=scenario.gpu.spec(), values=values)
 
 
 def scenario_plan(*, scenario: Scenario, advice: bool = True) -> Plan:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from planner.api.selectors import cached_model_spec
 from planner.models import ModelProfile
+from planner.selectors import cached_model_spec
 from planner.sizing import ModelSpec, SizingInputError
 from planner.sizing.kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes
 

@@ -6,12 +6,12 @@ and renames the engine's error keys to the request's field names, so a 400 point
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from planner.api.selectors import gpu_spec_by_slug, gpu_specs, model_spec_by_slug
+from planner.plan_inputs import plan_inputs_from_values
+from planner.selectors import gpu_spec_by_slug, gpu_specs, model_spec_by_slug
 from planner.sizing import (
     GpuSpec,
     ModelSpec,
@@ -39,11 +39,6 @@ def config_hf_id(config: Any) -> str | None:
     value = config.get("_name_or_path") if isinstance(config, Mapping) else None
     return value if isinstance(value, str) and _HF_REPO_ID.match(value) else None
 
-
-# Request fields handed to PlanInputs unchanged (everything but the model and the GPU).
-PLAN_INPUT_FIELDS: tuple[str, ...] = tuple(
-    field.name for field in dataclasses.fields(PlanInputs) if field.name not in ("model", "gpu")
-)
 
 # Engine error keys raised while building an ad-hoc GPU, and the request fields they came from.
 _CUSTOM_GPU_FIELDS = {
@@ -162,8 +157,8 @@ def size_plan_inputs(*, data: Mapping[str, Any], gpu_required: bool = True) -> P
     if gpu is None:
         # A search without a GPU: PlanInputs needs one, the search replaces it with each catalog GPU in turn.
         gpu = custom_gpu(memory_gib=80.0)
-    values = {key: data[key] for key in PLAN_INPUT_FIELDS if data.get(key) is not None}
-    return PlanInputs(model=model, gpu=gpu, **values)  # type: ignore[arg-type]
+    assert model is not None
+    return plan_inputs_from_values(model=model, gpu=gpu, values=data)
 
 
 def size_plan(*, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from planner import selectors
 from planner import services as scenario_services
-from planner.api import selectors, services, sizing
+from planner.api import services, sizing
 from planner.api.catalog_serializers import (
     GpuProfileSerializer,
     ModelImportRequestSerializer,
@@ -171,7 +172,13 @@ class ScenarioViewSet(BadInputAs400, viewsets.ModelViewSet):
             return selectors.scenario_list()
         filters = ScenarioFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
-        return selectors.scenario_list(**filters.validated_data)
+        values = filters.validated_data
+        return selectors.scenario_list(
+            search=values.get("search", ""),
+            model_slug=values.get("model", ""),
+            gpu_slug=values.get("gpu", ""),
+            owner=values.get("owner", ""),
+        )
 
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return ScenarioSerializer if self.action == "list" else ScenarioDetailSerializer

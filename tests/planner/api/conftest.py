@@ -8,8 +8,8 @@ from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from planner.api.selectors import spec_cache_clear
 from planner.models import Scenario
+from planner.selectors import spec_cache_clear
 from planner.services import catalog_load
 
 
