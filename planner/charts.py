@@ -15,13 +15,7 @@ from typing import Any
 from planner.models import GIB, Scenario
 from planner.selectors import PlanOutcome, tokens_label
 from planner.sizing import ModelSpec, Plan, context_curve
-from planner.sizing.kv_cache import (
-    kv_bytes_per_token_per_layer,
-    kv_element_bytes,
-    pipeline_stages,
-    request_blocks,
-    stage_groups,
-)
+from planner.sizing.figures import kv_bytes_per_sequence_per_gpu
 
 COLORS = {
     "weights": "#6b7a99",
@@ -209,19 +203,6 @@ def attention_variants(model: ModelSpec) -> list[tuple[str, ModelSpec]]:
     if own == "MQA":
         variants.insert(2, ("MQA", model))
     return [(f"{label} (own)" if label.split(" ")[0] == own else label, spec) for label, spec in variants]
-
-
-def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtype: str, context_tokens: int) -> int:
-    """What one sequence of ``context_tokens`` holds on the fullest GPU, in whole blocks, as vLLM allocates."""
-    inputs = plan.inputs
-    element = kv_element_bytes(kv_cache_dtype, model.dtype)
-    per_layer = kv_bytes_per_token_per_layer(model, inputs.tensor_parallel_size, element)
-    worst = 0
-    for layers in pipeline_stages(model.num_layers, inputs.pipeline_parallel_size):
-        stage = stage_groups(model, layers)
-        blocks = request_blocks(model, stage, context_tokens, plan.block_size, plan.in_flight_tokens)
-        worst = max(worst, blocks * stage.group_size * plan.block_size * per_layer)
-    return worst
 
 
 def context_grid(plan: Plan) -> list[int]:

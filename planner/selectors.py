@@ -4,7 +4,6 @@ these return."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -17,6 +16,7 @@ from django.db.models.signals import post_delete, post_save
 from planner.models import GIB, SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
 from planner.plan_inputs import scenario_plan_inputs
 from planner.sizing import GpuSpec, ModelSpec, Plan, SizingInputError, compute_plan, plan_to_dict
+from planner.sizing.figures import replica_concurrency, spare_kv_bytes_per_gpu
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -172,15 +172,6 @@ def scenario_gpus_label(*, scenario: Scenario) -> str:
     return f"{count}× {_short_gpu_name(scenario.gpu.name)}"
 
 
-def spare_kv_bytes_per_gpu(plan: Plan) -> float:
-    """KV budget left per GPU once each replica's share of ``concurrency`` holds worst-case blocks."""
-    if plan.max_concurrency <= 0:
-        return 0.0
-    per_replica = math.ceil(plan.inputs.concurrency / max(plan.data_parallel_size, 1))
-    used = min(1.0, per_replica / plan.max_concurrency)
-    return plan.kv_budget_bytes_per_gpu * (1.0 - used)
-
-
 LIMIT_LABELS = {
     "max_model_len": "the scenario's max_model_len",
     "max_position_embeddings": "the model's positions",
@@ -203,7 +194,7 @@ def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
     """The numbers under the headline (the live preview and the detail page)."""
     memory = plan.memory_per_gpu
     estimates = plan.estimates
-    row = next(r for r in plan.concurrency_table if r.concurrency == plan_replica_concurrency(plan))
+    row = next(r for r in plan.concurrency_table if r.concurrency == replica_concurrency(plan))
     figures = [
         ("KV budget per GPU", gib_label(plan.kv_budget_bytes_per_gpu)),
         ("KV capacity", f"{plan.kv_capacity_tokens:,} tokens"),
@@ -225,11 +216,6 @@ def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
         ("Decode (estimate)", f"{estimates.tokens_per_s_per_seq:,.0f} tok/s per sequence"),
         ("TPOT / TTFT (estimate)", f"{estimates.tpot_ms:,.1f} ms / {estimates.prefill_ttft_ms:,.0f} ms"),
     ]
-
-
-def plan_replica_concurrency(plan: Plan) -> int:
-    """The concurrency each replica serves (the table's row for this scenario)."""
-    return -(-plan.inputs.concurrency // max(plan.data_parallel_size, 1))
 
 
 def plan_memory_rows(*, plan: Plan) -> list[tuple[str, str]]:

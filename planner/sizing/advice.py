@@ -216,4 +216,6 @@ def _advise_pipeline(plan: Plan, replan: Callable[[PlanInputs], Plan | None], ro
 
 
 def _replica_concurrency(plan: Plan) -> int:
-    return -(-plan.inputs.concurrency // plan.data_parallel_size)
+    from .figures import replica_concurrency
+
+    return replica_concurrency(plan)
