@@ -140,7 +140,14 @@ if _EMBEDDED_BROKER:
         "store_processed": False,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    # An unacknowledged task (its worker killed) is delivered again after this long; workers look for such
+    # tasks every tenth of it (kombu's default sweep is every 100 s).
+    _VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 600)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": _VISIBILITY_TIMEOUT,
+        "unacked_restore_interval": max(1, min(10, _VISIBILITY_TIMEOUT // 10)),
+        "unacked_restore_throttle": 1,
+    }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -148,8 +155,26 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE: dict[str, dict] = {}
 CELERY_TIMEZONE = TIME_ZONE
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# Monitor: agents scrape every interval, with a timeout below it (Prometheus' rule); ingest runs centrally.
+KVDASH_SCRAPE_INTERVAL = env_int("KVDASH_SCRAPE_INTERVAL", 10)
+if not 1 <= KVDASH_SCRAPE_INTERVAL <= 3600:
+    raise ImproperlyConfigured(f"KVDASH_SCRAPE_INTERVAL must be 1..3600 seconds, got {KVDASH_SCRAPE_INTERVAL}")
+KVDASH_SCRAPE_TIMEOUT = min(float(KVDASH_SCRAPE_INTERVAL) * 0.8, 10.0)
+KVDASH_INGEST_QUEUE = "kvdash.ingest"
+# Ingest retries while the database is away: backoff doubling from 2 s up to this, 30 tries (~25 min at 60).
+KVDASH_INGEST_RETRY_MAX_S = env_int("KVDASH_INGEST_RETRY_MAX_S", 60)
+KVDASH_RAW_RETENTION_DAYS = env_int("KVDASH_RAW_RETENTION_DAYS", 30)
+KVDASH_ROLLUP_1M_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1M_RETENTION_DAYS", 30)
+KVDASH_ROLLUP_1H_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1H_RETENTION_DAYS", 400)
+CELERY_TASK_ROUTES = {"monitor.ingest_batch": {"queue": KVDASH_INGEST_QUEUE}}
+CELERY_BEAT_SCHEDULE: dict[str, dict] = {
+    "monitor-schedule-scrapes": {"task": "monitor.schedule_scrapes", "schedule": float(KVDASH_SCRAPE_INTERVAL)},
+    "monitor-rollup": {"task": "monitor.rollup", "schedule": 60.0},
+    "monitor-prune": {"task": "monitor.prune", "schedule": 3600.0},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -178,6 +203,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# Anonymous reads of the monitor's pages and API: on in dev (make run), off in production unless asked for.
+KVDASH_PUBLIC_MONITOR = env_bool("KVDASH_PUBLIC_MONITOR", not PRODUCTION)
 
 # Anonymous reads of the catalog and stateless sizing: on in dev, off in production unless asked for.
 KVDASH_PUBLIC_SIZING = env_bool("KVDASH_PUBLIC_SIZING", not PRODUCTION)

@@ -17,4 +17,5 @@ urlpatterns = [
     path("planner/", include("planner.urls")),
     path("monitor/", include("monitor.urls")),
     path("", include("planner.api.urls")),
+    path("", include("monitor.api.urls")),
 ]

@@ -1,17 +1,22 @@
-"""Start the whole embedded stack for `make run`: web server, Celery worker with beat and the simulated fleet.
+"""Start the whole embedded stack for `make run`: web server, the central Celery worker with beat, the
+simulated fleet registered under node ``local`` and that node's agent.
 
 Ctrl-C (or any child exiting) stops all of it."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management import get_commands
 from django.core.management.base import BaseCommand
+
+from monitor.demo import DEMO_NODE, demo_monitor_setup
 
 
 class Command(BaseCommand):
@@ -25,12 +30,33 @@ class Command(BaseCommand):
     def handle(self, *args, host: str, port: int, no_fleet: bool, **options) -> None:
         python = sys.executable
         manage = str(Path(__file__).resolve().parents[3] / "manage.py")
+        queues = f"celery,{settings.KVDASH_INGEST_QUEUE}"
+        worker = [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "kvdash",
+            "worker",
+            "-B",
+            "-Q",
+            queues,
+            "-l",
+            "INFO",
+            "--concurrency",
+            "2",
+        ]
         commands: dict[str, list[str]] = {
-            "worker": [python, "-m", "celery", "-A", "kvdash", "worker", "-B", "-l", "INFO", "--concurrency", "2"],
+            "worker": worker,
             "web": [python, manage, "runserver", f"{host}:{port}", "--noreload"],
         }
+        env = dict(os.environ)
         if not no_fleet and "simulate_fleet" in get_commands():
             commands["fleet"] = [python, manage, "simulate_fleet"]
+            key = demo_monitor_setup()
+            # The local agent gets its key through the environment, as a GPU node's would.
+            env["KVDASH_NODE_KEY"] = str(key)
+            commands["agent"] = [python, manage, "run_agent", "--node", DEMO_NODE, "--concurrency", "1"]
 
         children: dict[str, subprocess.Popen] = {}
         stopping = False
@@ -43,7 +69,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         for name, command in commands.items():
             self.stdout.write(f"starting {name}: {' '.join(command[1:])}")
-            children[name] = subprocess.Popen(command)
+            children[name] = subprocess.Popen(command, env=env)
         self.stdout.write(self.style.SUCCESS(f"kvdash is up on http://{host}:{port}/ — Ctrl-C stops everything"))
         try:
             while not stopping:

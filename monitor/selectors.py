@@ -1,0 +1,40 @@
+"""Reads of the monitor: what each agent should scrape, endpoint views, nodes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import DatabaseError
+from django.db.models import QuerySet
+
+from monitor.models import Endpoint, Node
+
+log = logging.getLogger(__name__)
+
+# The last plan read, kept for when the database is away: scrapes go on and their batches wait in the
+# broker for ingest (docs/monitor.md, "PostgreSQL unavailable").
+_last_plan: dict[str, list[dict[str, Any]]] = {}
+
+
+def scrape_plan() -> dict[str, list[dict[str, Any]]]:
+    """Per node name, the enabled endpoints its agent scrapes ({"id", "url"}); every node is listed, so
+    agents without endpoints still report NVML and heartbeat."""
+    global _last_plan
+    try:
+        plan: dict[str, list[dict[str, Any]]] = {name: [] for name in Node.objects.values_list("name", flat=True)}
+        for endpoint_id, url, node_name in Endpoint.objects.filter(enabled=True).values_list("pk", "url", "node__name"):
+            plan.setdefault(node_name, []).append({"id": endpoint_id, "url": url})
+    except DatabaseError:
+        log.warning("database unavailable: scraping with the last known endpoints (%d nodes)", len(_last_plan))
+        return _last_plan
+    _last_plan = plan
+    return plan
+
+
+def endpoint_queryset() -> QuerySet[Endpoint]:
+    return Endpoint.objects.select_related("node", "scenario", "scenario__model", "scenario__gpu").order_by("pk")
+
+
+def node_queryset() -> QuerySet[Node]:
+    return Node.objects.prefetch_related("gpus").order_by("name")
