@@ -6,7 +6,7 @@ import re
 
 import pytest
 from django.urls import reverse
-from web_factories import ScenarioFactory
+from planner_factories import ScenarioFactory
 
 from planner.models import GpuProfile
 

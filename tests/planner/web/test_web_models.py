@@ -7,7 +7,7 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from web_factories import UserFactory
+from planner_factories import UserFactory
 
 from planner.models import ModelProfile
 

@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.forms.models import model_to_dict
 from django.urls import reverse
-from web_factories import ScenarioFactory, UserFactory
+from planner_factories import ScenarioFactory, UserFactory
 
 from planner.models import ModelProfile, Scenario
 from planner.selectors import scenario_export_document

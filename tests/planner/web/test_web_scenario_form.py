@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.forms.models import model_to_dict
 from django.urls import reverse
-from web_factories import ScenarioFactory, UserFactory
+from planner_factories import ScenarioFactory, UserFactory
 
 from planner.forms import ScenarioForm
 from planner.models import ModelProfile, Scenario
