@@ -25,7 +25,7 @@ from planner.sizing import (
     compute_plan,
     search_configurations,
 )
-from planner.sizing.plan import _advice_cached
+from planner.sizing.compute import _advice_cached
 
 PLAN_REFERENCE_S = 0.00009  # a fitting plan on the machine the targets were set on
 ADVICE_TARGET_S = 0.002

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .figures import replica_concurrency
 from .hardware import GIB
 
 if TYPE_CHECKING:
@@ -216,6 +217,4 @@ def _advise_pipeline(plan: Plan, replan: Callable[[PlanInputs], Plan | None], ro
 
 
 def _replica_concurrency(plan: Plan) -> int:
-    from .figures import replica_concurrency
-
     return replica_concurrency(plan)

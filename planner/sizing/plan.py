@@ -1,19 +1,18 @@
-"""A plan: the answer to ``PlanInputs``. Result types, ``compute_plan`` and ``plan_to_dict``."""
+"""A plan: the answer to ``PlanInputs``. Result types, ``build_plan`` (without advice) and ``plan_to_dict``.
+
+The advice, which re-plans alternatives and searches the catalog, is added by ``compute.compute_plan``:
+this module imports neither the advice nor the search, so neither imports back into a cycle."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import functools
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .advice import AdviceRow, advise
+from .advice import AdviceRow
 from .command import vllm_command
-from .errors import SizingInputError
 from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
@@ -206,8 +205,8 @@ def _layer_kinds_of_largest_stage(model: ModelSpec, pp: int) -> dict[int, int]:
     return _grouping(model, pp)[1]
 
 
-def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
-    """The plan without advice (``compute_plan`` adds advice; ``search`` uses this directly)."""
+def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
+    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
     resolved = resolve_inputs(inputs)
     inputs = resolved.inputs
     rules = resolved.rules
@@ -552,99 +551,6 @@ def context_curve(plan: Plan, concurrencies: Sequence[int]) -> tuple[tuple[int, 
         length = min(kv_limited, inputs.max_model_len)
         points.append((_pow2_floor(length) if inputs.context_rounding == "pow2" else length, kv_limited))
     return tuple(points)
-
-
-def _replan(inputs: PlanInputs) -> Plan | None:
-    try:
-        return _build_plan(inputs, table=False)
-    except SizingInputError:
-        return None
-
-
-def compute_plan(inputs: PlanInputs, *, advice: bool = True) -> Plan:
-    """Size ``inputs``: KV cache per GPU, blocks, concurrency, fit, speed estimates and advice.
-
-    ``advice=False`` skips the advice (and its catalog search) for callers that only need the figures,
-    such as a list of many scenarios.
-
-    ``concurrency`` counts requests across the deployment; with ``gpu_count`` above ``tp x pp`` the
-    replicas split it, and block counts, the concurrency table and TPOT are per replica.
-    Raises ``SizingInputError`` naming every bad input field.
-    """
-    plan = _build_plan(inputs)
-    if plan.meets_sla or not advice:
-        return plan
-    return dataclasses.replace(plan, advice=_advice_for(inputs, plan))
-
-
-# Advice re-plans the alternatives and searches the catalog; the same question asked again (a form
-# re-rendered, a tool polling the API) gets the same answer, so keep recent ones. PlanInputs is frozen
-# and hashable; the plan follows from the inputs, so it needs no place in the key.
-@dataclass(frozen=True)
-class CacheInfo:
-    hits: int
-    misses: int
-    maxsize: int
-    currsize: int
-
-
-class _AdviceCache:
-    """An LRU of advice by inputs that, on a miss, advises on the plan the caller already has."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.maxsize = maxsize
-        self._rows: collections.OrderedDict[PlanInputs, tuple[AdviceRow, ...]] = collections.OrderedDict()
-        self._lock = threading.Lock()
-        self._hits = self._misses = 0
-
-    def get(self, inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
-        with self._lock:
-            rows = self._rows.get(inputs)
-            if rows is not None:
-                self._rows.move_to_end(inputs)
-                self._hits += 1
-                return rows
-            self._misses += 1
-        rows = _advise(inputs, plan)
-        with self._lock:
-            self._rows[inputs] = rows
-            if len(self._rows) > self.maxsize:
-                self._rows.popitem(last=False)
-        return rows
-
-    def cache_clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
-            self._hits = self._misses = 0
-
-    def cache_info(self) -> CacheInfo:
-        with self._lock:
-            return CacheInfo(self._hits, self._misses, self.maxsize, len(self._rows))
-
-
-_advice_cached = _AdviceCache(maxsize=256)
-
-
-def _advice_for(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
-    try:
-        return _advice_cached.get(inputs, plan)
-    except TypeError:  # an unhashable field (a caller's own subclass, say): compute without the cache
-        return _advise(inputs, plan)
-
-
-def _advise(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
-    from .catalog import catalog_gpus
-    from .search import search_configurations
-
-    return tuple(
-        advise(
-            plan,
-            requested=inputs,
-            replan=_replan,
-            search=functools.partial(search_configurations, limit=1),  # the advice names the cheapest only
-            gpus=tuple(catalog_gpus().values()),
-        )
-    )
 
 
 def _jsonable(value: Any) -> Any:

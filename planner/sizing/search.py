@@ -20,7 +20,7 @@ from .inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES, PlanInputs, resolve_inputs
 from .kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes
 from .memory import weight_bytes
 from .model_spec import ModelSpec
-from .plan import Plan, _build_plan
+from .plan import Plan, build_plan
 
 GPU_COUNTS = (1, 2, 4, 8)
 
@@ -180,7 +180,7 @@ def search_configurations(
             break
         trial = dataclasses.replace(base, gpu=gpu, gpu_count=count, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype)
         try:
-            plan = _build_plan(trial, table=False)
+            plan = build_plan(trial, table=False)
         except SizingInputError:
             continue
         if plan.meets_sla:

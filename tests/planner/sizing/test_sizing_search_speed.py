@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-import planner.sizing.plan as plan_module
+import planner.sizing.compute as compute_module
 import planner.sizing.search as search_module
 from planner.sizing import PlanInputs, catalog_gpus, catalog_models, compute_plan, search_configurations
-from planner.sizing.plan import _advice_cached
+from planner.sizing.compute import _advice_cached
 
 MODELS = catalog_models()
 GPUS = catalog_gpus()
@@ -50,14 +50,14 @@ def test_pruning_and_limits_never_change_the_answer(case):
 @pytest.fixture
 def plans_built(monkeypatch):
     counter = {"plans": 0}
-    original = plan_module._build_plan
+    original = compute_module.build_plan
 
     def counting(inputs, *, table=True):
         counter["plans"] += 1
         return original(inputs, table=table)
 
-    monkeypatch.setattr(plan_module, "_build_plan", counting)
-    monkeypatch.setattr(search_module, "_build_plan", counting)
+    monkeypatch.setattr(compute_module, "build_plan", counting)
+    monkeypatch.setattr(search_module, "build_plan", counting)
     return counter
 
 
