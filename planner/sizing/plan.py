@@ -13,6 +13,7 @@ from typing import Any
 
 from .advice import AdviceRow
 from .command import vllm_command
+from .engine import EngineRules
 from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
@@ -205,45 +206,28 @@ def _layer_kinds_of_largest_stage(model: ModelSpec, pp: int) -> dict[int, int]:
     return _grouping(model, pp)[1]
 
 
-def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
-    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
-    resolved = resolve_inputs(inputs)
-    inputs = resolved.inputs
-    rules = resolved.rules
+@dataclass(frozen=True)
+class _Memory:
+    """One GPU's memory as vLLM budgets it (``build_plan``'s memory step)."""
+
+    weights_total: int
+    weights_expert: int
+    weights_per_gpu: int
+    activation: int
+    non_torch: int
+    fixed: int
+    requested: int
+    kv_budget: int
+    kv_alloc: int
+    breakdown: MemoryBreakdown
+
+
+def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption]) -> _Memory:
+    """Weights, activation peak, non-torch memory and the KV budget per GPU; notes the sources used."""
     model, gpu = inputs.model, inputs.gpu
     tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
-    block_size = inputs.block_size
-    max_len = inputs.max_model_len
-    batched = inputs.max_num_batched_tokens
-    utilization = inputs.gpu_memory_utilization
-    assert block_size is not None and max_len is not None and batched is not None and utilization is not None
-    assert inputs.max_num_seqs is not None
-    assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
-    assumptions += [Assumption("model", note, "config.json") for note in model.notes]
-    warnings = list(resolved.warnings)
-    replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
-
-    # Per-token KV bytes.
-    element = kv_element_bytes(inputs.kv_cache_dtype, model.dtype)
-    per_layer = kv_bytes_per_token_per_layer(model, tp, element)
-    stages_layers = pipeline_stages(model.num_layers, pp)
-    kv_per_gpu = per_layer * max(len(layers) for layers in stages_layers)
-    kv_whole = per_layer * model.num_layers * tp
-    page_size = per_layer * block_size
-    assumptions.append(
-        Assumption(
-            "kv_bytes_per_element",
-            f"{element:g} ({inputs.kv_cache_dtype}, model {model.dtype})",
-            "vllm/config/cache.py (auto = model dtype)",
-        )
-    )
-    if model.attention_kind != "MLA" and tp > model.num_kv_heads:
-        warnings.append(
-            f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
-            f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
-        )
-
-    # Memory per GPU.
+    batched, utilization = inputs.max_num_batched_tokens, inputs.gpu_memory_utilization
+    assert batched is not None and utilization is not None and inputs.max_num_seqs is not None
     ranks = tp * pp
     if inputs.weights_gib is not None:
         weights_total = round(inputs.weights_gib * GIB)
@@ -309,7 +293,7 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         requested = math.ceil(total * utilization)
         kv_budget = requested - fixed
     kv_alloc = max(0, kv_budget)
-    memory = MemoryBreakdown(
+    breakdown = MemoryBreakdown(
         total_bytes=total,
         requested_bytes=requested,
         weights_bytes=weights_per_gpu,
@@ -319,7 +303,41 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         unrequested_bytes=total - requested,
     )
 
-    # Blocks and worst cases, per pipeline stage; the engine takes the minimum blocks across ranks.
+    return _Memory(
+        weights_total=weights_total,
+        weights_expert=weights_expert,
+        weights_per_gpu=weights_per_gpu,
+        activation=activation,
+        non_torch=non_torch,
+        fixed=fixed,
+        requested=requested,
+        kv_budget=kv_budget,
+        kv_alloc=kv_alloc,
+        breakdown=breakdown,
+    )
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """KV blocks per GPU and what one request may hold (``build_plan``'s blocks step)."""
+
+    in_flight: int
+    num_blocks: int
+    binding: _Stage
+    worst_case: int
+    max_concurrency: float
+    capacity: int
+    usable: int
+    kv_groups: tuple[KvCacheGroup, ...]
+
+
+def _blocks(
+    inputs: PlanInputs, rules: EngineRules, kv_alloc: int, page_size: int, assumptions: list[Assumption]
+) -> _Blocks:
+    """Blocks and worst cases per pipeline stage; the engine takes the minimum blocks across ranks."""
+    model, pp = inputs.model, inputs.pipeline_parallel_size
+    block_size, max_len, batched = inputs.block_size, inputs.max_model_len, inputs.max_num_batched_tokens
+    assert block_size is not None and max_len is not None and batched is not None
     if rules.async_in_flight:
         in_flight = batched * (2 if pp == 1 else pp)
         in_flight_source = "max_concurrent_batches x max_num_batched_tokens (2 with async scheduling at pp 1)"
@@ -356,7 +374,16 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         for index, count, num_groups in binding.groups.groups
     )
 
-    # Longest context per concurrency.
+    return _Blocks(in_flight, num_blocks, binding, worst_case, max_concurrency, capacity, usable, kv_groups)
+
+
+def _concurrency_rows(
+    inputs: PlanInputs, blocks: _Blocks, replica_concurrency: int, *, table: bool, assumptions: list[Assumption]
+) -> tuple[list[ConcurrencyRow], int]:
+    """The longest context per concurrency (the table, or the asked row only), and vLLM's longest max_model_len."""
+    model, max_len = inputs.model, inputs.max_model_len
+    assert max_len is not None
+    binding, num_blocks, in_flight, capacity = blocks.binding, blocks.num_blocks, blocks.in_flight, blocks.capacity
     cap = model.max_position_embeddings
     upper = max(cap, capacity)
     concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
@@ -371,11 +398,35 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             ConcurrencyRow(concurrency, length, kv_limited, setting_limit if kv_limited >= max_len else LIMIT_KV_CACHE)
         )
     longest_max_model_len = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, cap)
-    target_row = next(row for row in rows if row.concurrency == replica_concurrency)
     if inputs.context_rounding == "pow2":
         assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
 
-    # Fit: first whether vLLM starts at all, then whether the asked concurrency fits.
+    return rows, longest_max_model_len
+
+
+@dataclass(frozen=True)
+class _Fit:
+    problems: tuple[str, ...]
+    starts: bool
+    shortfall: int
+
+
+def _fit(
+    inputs: PlanInputs,
+    memory: _Memory,
+    blocks: _Blocks,
+    page_size: int,
+    replica_concurrency: int,
+    target_row: ConcurrencyRow,
+) -> _Fit:
+    """Whether vLLM starts at all (and how much memory it misses if not), then whether the asked concurrency fits."""
+    max_len = inputs.max_model_len
+    assert max_len is not None
+    total = inputs.gpu.memory_bytes
+    requested, fixed, kv_alloc = memory.requested, memory.fixed, memory.kv_alloc
+    weights_per_gpu, activation, non_torch = memory.weights_per_gpu, memory.activation, memory.non_torch
+    binding, num_blocks, worst_case = blocks.binding, blocks.num_blocks, blocks.worst_case
+    in_flight, max_concurrency = blocks.in_flight, blocks.max_concurrency
     problems: list[str] = []
     available = min(requested, total)
     one_request = worst_case * page_size * binding.groups.group_size
@@ -412,15 +463,15 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
             "tokens."
         )
-    fits = not problems
-    if not model.hf_id:
-        warnings.append(
-            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
-            "(or local path) the config.json came from."
-        )
+    return _Fit(tuple(problems), starts, shortfall)
 
-    # Allocation: contiguous max_model_len reservations vs paged blocks.
-    prompt, output, context = _typical_request(inputs)
+
+def _allocation(inputs: PlanInputs, blocks: _Blocks) -> Allocation:
+    """Sequences of a typical request that fit: contiguous max_model_len reservations vs paged blocks."""
+    model, block_size, max_len = inputs.model, inputs.block_size, inputs.max_model_len
+    assert block_size is not None and max_len is not None
+    binding, in_flight, usable, capacity = blocks.binding, blocks.in_flight, blocks.usable, blocks.capacity
+    prompt, output, _context = _typical_request(inputs)
     sequence = min(max_len, max(1, prompt + output))
     per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight)
     shared_blocks = 0
@@ -428,9 +479,25 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         full_groups = sum(g for index, _, g in binding.groups.groups if model.layer_groups[index].kind == "full")
         shared_blocks = min(per_sequence - 1, (inputs.shared_prefix_tokens // block_size) * full_groups)
     paged = (usable - shared_blocks) // (per_sequence - shared_blocks) if usable > shared_blocks else 0
-    allocation = Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
+    return Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
 
-    # Speed.
+
+def _speed(
+    inputs: PlanInputs,
+    memory: _Memory,
+    per_layer: int,
+    replica_concurrency: int,
+    data_parallel_size: int,
+    *,
+    starts: bool,
+    assumptions: list[Assumption],
+) -> tuple[SpeedModel, Estimates | None, list[str]]:
+    """The roofline speed model, its estimates (none when vLLM would not start) and the SLA targets missed."""
+    model, gpu = inputs.model, inputs.gpu
+    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
+    ranks = tp * pp
+    weights_total, weights_expert = memory.weights_total, memory.weights_expert
+    prompt, output, context = _typical_request(inputs)
     stage_kinds = _layer_kinds_of_largest_stage(model, pp)
     qk_width = model.num_attention_heads * (
         (model.kv_lora_rank or 0) // 4 + (model.qk_rope_head_dim or 0)
@@ -459,7 +526,7 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             concurrency=replica_concurrency,
             context_tokens=context,
             prompt_tokens=ttft_prompt,
-            data_parallel_size=resolved.data_parallel_size,
+            data_parallel_size=data_parallel_size,
         )
         if starts
         else None
@@ -491,24 +558,86 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             f"Estimated prefill TTFT {estimates.prefill_ttft_ms:.1f} ms for {ttft_prompt} tokens misses the "
             f"{inputs.target_ttft_ms:g} ms target."
         )
+    return speed_model, estimates, sla_problems
+
+
+def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
+    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
+    resolved = resolve_inputs(inputs)
+    inputs = resolved.inputs
+    rules = resolved.rules
+    model = inputs.model
+    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
+    block_size = inputs.block_size
+    max_len = inputs.max_model_len
+    assert block_size is not None and max_len is not None
+    assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
+    assumptions += [Assumption("model", note, "config.json") for note in model.notes]
+    warnings = list(resolved.warnings)
+    replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
+
+    # Per-token KV bytes.
+    element = kv_element_bytes(inputs.kv_cache_dtype, model.dtype)
+    per_layer = kv_bytes_per_token_per_layer(model, tp, element)
+    stages_layers = pipeline_stages(model.num_layers, pp)
+    kv_per_gpu = per_layer * max(len(layers) for layers in stages_layers)
+    kv_whole = per_layer * model.num_layers * tp
+    page_size = per_layer * block_size
+    assumptions.append(
+        Assumption(
+            "kv_bytes_per_element",
+            f"{element:g} ({inputs.kv_cache_dtype}, model {model.dtype})",
+            "vllm/config/cache.py (auto = model dtype)",
+        )
+    )
+    if model.attention_kind != "MLA" and tp > model.num_kv_heads:
+        warnings.append(
+            f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
+            f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
+        )
+
+    memory = _memory(inputs, rules, assumptions)
+    page_blocks = _blocks(inputs, rules, memory.kv_alloc, page_size, assumptions)
+    rows, longest_max_model_len = _concurrency_rows(
+        inputs, page_blocks, replica_concurrency, table=table, assumptions=assumptions
+    )
+    target_row = next(row for row in rows if row.concurrency == replica_concurrency)
+    fit = _fit(inputs, memory, page_blocks, page_size, replica_concurrency, target_row)
+    if not model.hf_id:
+        warnings.append(
+            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
+            "(or local path) the config.json came from."
+        )
+    allocation = _allocation(inputs, page_blocks)
+    speed_model, estimates, sla_problems = _speed(
+        inputs,
+        memory,
+        per_layer,
+        replica_concurrency,
+        resolved.data_parallel_size,
+        starts=fit.starts,
+        assumptions=assumptions,
+    )
+    fits = not fit.problems
+    binding = page_blocks.binding
 
     return Plan(
         inputs=inputs,
         kv_bytes_per_token=kv_whole,
         kv_bytes_per_token_per_gpu=kv_per_gpu,
         page_size_bytes=page_size,
-        weights_bytes=weights_total,
-        weights_bytes_per_gpu=weights_per_gpu,
-        memory_per_gpu=memory,
-        kv_budget_bytes_per_gpu=kv_budget,
-        num_gpu_blocks=num_blocks,
+        weights_bytes=memory.weights_total,
+        weights_bytes_per_gpu=memory.weights_per_gpu,
+        memory_per_gpu=memory.breakdown,
+        kv_budget_bytes_per_gpu=memory.kv_budget,
+        num_gpu_blocks=page_blocks.num_blocks,
         block_size=block_size,
-        kv_capacity_tokens=capacity,
-        worst_case_blocks_per_request=worst_case,
-        max_concurrency=max_concurrency,
+        kv_capacity_tokens=page_blocks.capacity,
+        worst_case_blocks_per_request=page_blocks.worst_case,
+        max_concurrency=page_blocks.max_concurrency,
         max_context_len=target_row.max_context_len,
         fits=fits,
-        problems=tuple(problems + sla_problems),
+        problems=fit.problems + tuple(sla_problems),
         concurrency_table=tuple(rows),
         allocation=allocation,
         estimates=estimates,
@@ -517,15 +646,15 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         assumptions=tuple(assumptions),
         meets_sla=fits and not sla_problems,
         warnings=tuple(warnings),
-        usable_blocks=usable,
+        usable_blocks=page_blocks.usable,
         layers_per_gpu=binding.groups.num_layers,
         group_size=binding.groups.group_size,
-        kv_groups=kv_groups,
-        in_flight_tokens=in_flight,
+        kv_groups=page_blocks.kv_groups,
+        in_flight_tokens=page_blocks.in_flight,
         data_parallel_size=resolved.data_parallel_size,
         longest_max_model_len=longest_max_model_len,
-        starts=starts,
-        shortfall_bytes_per_gpu=shortfall,
+        starts=fit.starts,
+        shortfall_bytes_per_gpu=fit.shortfall,
         speed_model=speed_model,
         binding_stage=binding.groups,
     )
