@@ -161,7 +161,43 @@ def _kv_limited_length(
         # Full attention only: c * groups * ceil(T / bs) <= blocks, solved directly.
         num_groups = sum(groups for _, _, groups in stage.groups)
         return min(upper, (blocks // (concurrency * num_groups)) * block_size)
+    direct = _windowed_limited_length(inputs, stage, blocks, concurrency, in_flight, upper)
+    if direct is not None:
+        return direct
     return max_length_for_blocks(model, stage, blocks, concurrency, block_size, in_flight, upper)
+
+
+def _windowed_limited_length(
+    inputs: PlanInputs, stage: StageGroups, blocks: int, concurrency: int, in_flight: int, upper: int
+) -> int | None:
+    """The same answer as the binary search when it lies where every window is already full, else None.
+
+    Past ``window - 1 + in_flight`` tokens (``window + in_flight`` for chunks) a windowed group's worst case
+    stops growing, so a request then needs ``full_groups x ceil(T / bs) + windowed`` blocks: solved directly.
+    """
+    model, block_size = inputs.model, inputs.block_size
+    assert block_size is not None
+    saturated_from = 0
+    full_groups = 0
+    for index, _count, num_groups in stage.groups:
+        group = model.layer_groups[index]
+        if group.kind == "full" or group.window is None:
+            full_groups += num_groups
+        elif group.kind in ("sliding_window", "chunked_local"):
+            reach = group.window - 1 + in_flight if group.kind == "sliding_window" else group.window + in_flight
+            saturated_from = max(saturated_from, reach)
+        else:
+            return None  # a kind whose worst case this shortcut does not know
+    if upper < saturated_from:
+        return None
+    windowed = request_blocks(model, stage, saturated_from, block_size, in_flight) - full_groups * -(
+        -saturated_from // block_size
+    )
+    per_request = blocks // concurrency
+    if full_groups == 0:
+        return upper if per_request >= windowed else None
+    length = (per_request - windowed) // full_groups * block_size
+    return min(upper, length) if length >= saturated_from else None
 
 
 def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:

@@ -87,3 +87,22 @@ def test_a_negative_limit_is_refused():
 
     with pytest.raises(SizingInputError):
         search_configurations(CASES["MLA"], limit=0)
+
+
+@pytest.mark.parametrize("slug", ["gemma-3-27b", "gemma-2-9b", "phi-3-mini-4k", "llama-4-scout", "gpt-oss-20b"])
+def test_the_windowed_shortcut_answers_what_the_binary_search_answers(slug):
+    import random
+
+    from planner.sizing.kv_cache import max_length_for_blocks, pipeline_stages, stage_groups
+    from planner.sizing.plan import _kv_limited_length
+
+    model = MODELS[slug]
+    rng = random.Random(12)
+    for _ in range(300):
+        block_size = rng.choice((16, 32, 64))
+        inputs = PlanInputs(model=model, gpu=GPUS["h100-sxm"], block_size=block_size)
+        stage = stage_groups(model, pipeline_stages(model.num_layers, 1)[0])
+        blocks, concurrency = rng.randint(0, 200_000), rng.randint(1, 300)
+        in_flight, upper = rng.choice((0, 2048, 8192, 16384)), rng.randint(1, 1 << 21)
+        expected = max_length_for_blocks(model, stage, blocks, concurrency, block_size, in_flight, upper)
+        assert _kv_limited_length(inputs, stage, blocks, concurrency, in_flight, upper) == expected
