@@ -32,6 +32,7 @@ ADVICE_TARGET_S = 0.002
 SEARCH_TARGET_S = 0.005
 ADVICE_TARGET_PLANS = ADVICE_TARGET_S / PLAN_REFERENCE_S
 SEARCH_TARGET_PLANS = SEARCH_TARGET_S / PLAN_REFERENCE_S
+PLAN_TARGET_MS = 0.3  # one plan of a 2026 hybrid / sparse-attention model (issue 14)
 
 
 def _rate(label: str, inputs: PlanInputs, seconds: float = 1.0, *, fresh_advice: bool = True) -> float:
@@ -116,6 +117,17 @@ def main() -> None:
         PlanInputs(model=models["llama-3.1-70b"], gpu=gpus["rtx-4090"], concurrency=8, max_model_len=32768),
         fresh_advice=False,
     )
+    for slug, tp in (
+        ("qwen3-next-80b-a3b", 2),
+        ("qwen3.5-35b-a3b", 1),
+        ("nemotron-3-nano-30b-a3b", 1),
+        ("nemotron-3-super-120b-a12b-fp8", 4),
+        ("deepseek-v3.2", 8),
+    ):
+        inputs = PlanInputs(model=models[slug], gpu=gpus["h200"], tensor_parallel_size=tp, max_model_len=32768)
+        rate = _rate(f"{slug} tp {tp} on h200 (hybrid / sparse attention)", inputs)
+        verdict = "OK" if 1e3 / rate < PLAN_TARGET_MS else "SLOWER THAN TARGET"
+        print(f"{'':<58} {1e3 / rate:10.3f} ms per plan (target < {PLAN_TARGET_MS} ms: {verdict})")
 
     print(f"one-model search over the catalog ({len(gpus)} GPUs x 1,2,4,8 GPUs x tp x 2 KV dtypes):")
     for slug, inputs in (

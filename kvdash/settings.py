@@ -167,13 +167,36 @@ KVDASH_INGEST_QUEUE = "kvdash.ingest"
 # Ingest retries while the database is away: backoff doubling from 2 s up to this, 30 tries (~25 min at 60).
 KVDASH_INGEST_RETRY_MAX_S = env_int("KVDASH_INGEST_RETRY_MAX_S", 60)
 KVDASH_RAW_RETENTION_DAYS = env_int("KVDASH_RAW_RETENTION_DAYS", 30)
+# Per-GPU rows outnumber engine rows 4:1 at 10,000 GPUs, and latency buckets are wide: shorter raw retention,
+# the rollups keep the long view (docs/monitor.md).
+KVDASH_GPU_RETENTION_DAYS = env_int("KVDASH_GPU_RETENTION_DAYS", 8)
+KVDASH_HISTOGRAM_RETENTION_DAYS = env_int("KVDASH_HISTOGRAM_RETENTION_DAYS", 8)
 KVDASH_ROLLUP_1M_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1M_RETENTION_DAYS", 30)
 KVDASH_ROLLUP_1H_RETENTION_DAYS = env_int("KVDASH_ROLLUP_1H_RETENTION_DAYS", 400)
+# Alerts: a Slack-compatible incoming webhook (empty: no notifications); a rule's own URL overrides it.
+KVDASH_ALERT_WEBHOOK_URL = env_str("KVDASH_ALERT_WEBHOOK_URL", "").strip()
+if KVDASH_ALERT_WEBHOOK_URL and not KVDASH_ALERT_WEBHOOK_URL.startswith(("http://", "https://")):
+    # Not echoed: a webhook URL is a secret (Slack's carry their token in the path).
+    raise ImproperlyConfigured("KVDASH_ALERT_WEBHOOK_URL must be an http(s) URL")
+KVDASH_ALERT_WEBHOOK_TIMEOUT = 10.0
 CELERY_TASK_ROUTES = {"monitor.ingest_batch": {"queue": KVDASH_INGEST_QUEUE}}
 CELERY_BEAT_SCHEDULE: dict[str, dict] = {
     "monitor-schedule-scrapes": {"task": "monitor.schedule_scrapes", "schedule": float(KVDASH_SCRAPE_INTERVAL)},
     "monitor-rollup": {"task": "monitor.rollup", "schedule": 60.0},
+    # Samples that arrive late (ingest retried through a database outage) are rolled up by this sweep.
+    "monitor-rollup-catch-up": {"task": "monitor.rollup_catch_up", "schedule": 900.0},
     "monitor-prune": {"task": "monitor.prune", "schedule": 3600.0},
+    "monitor-pull-prometheus": {
+        "task": "monitor.pull_prometheus",
+        "schedule": float(KVDASH_SCRAPE_INTERVAL),
+        "options": {"expires": float(KVDASH_SCRAPE_INTERVAL)},
+    },
+    # Expires after one interval: a worker that was away does not wake up to a backlog of evaluations.
+    "monitor-evaluate-alerts": {
+        "task": "monitor.evaluate_alerts",
+        "schedule": float(KVDASH_SCRAPE_INTERVAL),
+        "options": {"expires": float(KVDASH_SCRAPE_INTERVAL)},
+    },
 }
 
 REST_FRAMEWORK = {
@@ -206,6 +229,10 @@ SPECTACULAR_SETTINGS = {
 
 # Anonymous reads of the monitor's pages and API: on in dev (make run), off in production unless asked for.
 KVDASH_PUBLIC_MONITOR = env_bool("KVDASH_PUBLIC_MONITOR", not PRODUCTION)
+
+# kvdash's own /metrics (plans and alert states for Prometheus): with a token, scrapers send it as a bearer
+# token; without one, /metrics follows the monitor's read rule (KVDASH_PUBLIC_MONITOR or a signed-in user).
+KVDASH_METRICS_TOKEN = env_str("KVDASH_METRICS_TOKEN", "").strip()
 
 # Anonymous reads of the catalog and stateless sizing: on in dev, off in production unless asked for.
 KVDASH_PUBLIC_SIZING = env_bool("KVDASH_PUBLIC_SIZING", not PRODUCTION)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -245,19 +245,30 @@ def _histogram_rows(histograms: dict[str, Any], endpoint_id: int, engine: int, w
             outcome.drop("bad_histogram")
             continue
         rows.histograms.append(
-            HistogramSample(endpoint_id=endpoint_id, engine=engine, name=name, time=when, bounds=bounds, counts=counts)
+            # Floored to the minute: charts read buckets on whole-minute step boundaries (monitor.series).
+            HistogramSample(
+                endpoint_id=endpoint_id,
+                engine=engine,
+                name=name,
+                time=when.replace(second=0, microsecond=0),
+                bounds=bounds,
+                counts=counts,
+            )
         )
 
 
-def _gpu_rows(node: Node, nvml: Any, now: dt.datetime, rows: _Rows, outcome: IngestOutcome) -> None:
+def _nvml_status(nvml: Any) -> dict[str, Any]:
     available = isinstance(nvml, dict) and nvml.get("available") is True
     error = str(nvml.get("error") or "")[:500] if isinstance(nvml, dict) else "no NVML report"
-    Node.objects.filter(pk=node.pk).update(
-        nvml_available=available,
-        nvml_error="" if available else error,
-        driver_version=str(nvml.get("driver_version") or "")[:64] if isinstance(nvml, dict) else "",
-    )
-    if not available:
+    return {
+        "nvml_available": available,
+        "nvml_error": "" if available else error,
+        "driver_version": str(nvml.get("driver_version") or "")[:64] if isinstance(nvml, dict) else "",
+    }
+
+
+def _gpu_rows(node: Node, nvml: Any, now: dt.datetime, rows: _Rows, outcome: IngestOutcome) -> None:
+    if not (isinstance(nvml, dict) and nvml.get("available") is True):
         return
     gpus = nvml.get("gpus")
     taken_at = _when(nvml.get("taken_at"), now) or now
@@ -279,8 +290,11 @@ def _gpu_rows(node: Node, nvml: Any, now: dt.datetime, rows: _Rows, outcome: Ing
         uuid = str(reading.get("uuid") or "")[:96]
         name = str(reading.get("name") or "")[:200]
         if gpu is None or (gpu.uuid, gpu.name, gpu.memory_total_bytes) != (uuid, name, int(total)):
+            # A new or swapped GPU: (re)registered; its samples so far stay under the same index row.
             gpu, _ = Gpu.objects.update_or_create(
-                node=node, index=index, defaults={"uuid": uuid, "name": name, "memory_total_bytes": int(total)}
+                node=node,
+                index=index,
+                defaults={"uuid": uuid, "name": name, "memory_total_bytes": int(total), "last_seen_at": taken_at},
             )
         reserved = reading.get("memory_reserved_bytes")
         rows.gpus.append(
@@ -293,7 +307,6 @@ def _gpu_rows(node: Node, nvml: Any, now: dt.datetime, rows: _Rows, outcome: Ing
                 utilization_memory_pct=_percent(reading.get("utilization_memory_pct")),
             )
         )
-    Gpu.objects.filter(node=node).update(last_seen_at=taken_at)
 
 
 def _percent(value: Any) -> float | None:
@@ -324,14 +337,70 @@ def _store(*, node: Node, payload: dict[str, Any], outcome: IngestOutcome) -> No
         outcome.engine_rows = samples_write(EngineSample, rows.engines)
         outcome.histogram_rows = samples_write(HistogramSample, rows.histograms)
         outcome.gpu_rows = samples_write(GpuSample, rows.gpus)
-        for endpoint_id, health, scraped_at in rows.health:
-            _health_update(endpoint_id, health, scraped_at)
-        outcome.endpoints = len(rows.health)
-        Node.objects.filter(pk=node.pk).update(
-            last_heartbeat_at=now,
-            agent_version=str(payload.get("agent_version") or "")[:64],
-            hostname=str(payload.get("hostname") or "")[:255],
-        )
+        outcome.endpoints = health_apply(rows.health)
+        node_changes: dict[str, Any] = {
+            "last_heartbeat_at": now,
+            "agent_version": str(payload.get("agent_version") or "")[:64],
+            "hostname": str(payload.get("hostname") or "")[:255],
+        }
+        if "nvml" in payload:
+            node_changes.update(_nvml_status(payload["nvml"]))
+        Node.objects.filter(pk=node.pk).update(**node_changes)
+
+
+def health_apply(health_rows: list[tuple[int, dict[str, Any], dt.datetime]]) -> int:
+    """Move each endpoint's health to its scrape's, oldest scrape first. On PostgreSQL one UPDATE per round of
+    distinct endpoints (a node's batch is one round); elsewhere one per endpoint."""
+    pending = sorted(health_rows, key=lambda row: row[2])
+    while pending:
+        seen: set[int] = set()
+        this_round, later = [], []
+        for row in pending:
+            (later if row[0] in seen else this_round).append(row)
+            seen.add(row[0])
+        if connection.vendor == "postgresql":
+            _health_update_bulk(this_round)
+        else:
+            for endpoint_id, health, scraped_at in this_round:
+                _health_update(endpoint_id, health, scraped_at)
+        pending = later
+    return len(health_rows)
+
+
+_BULK_HEALTH_SQL = """
+UPDATE monitor_endpoint AS e SET
+    up = v.up,
+    last_scrape_at = v.scraped_at,
+    last_duration_ms = v.duration_ms,
+    last_error = v.error,
+    last_success_at = CASE WHEN v.up THEN v.scraped_at ELSE e.last_success_at END,
+    consecutive_failures = CASE WHEN v.up THEN 0 ELSE e.consecutive_failures + 1 END,
+    latest = CASE WHEN v.up THEN v.latest ELSE e.latest END,
+    rejected_total = e.rejected_total + v.rejected_count,
+    last_rejected = CASE WHEN v.rejected_count > 0 THEN v.rejected ELSE e.last_rejected END
+FROM (VALUES {values}) AS v(id, up, scraped_at, duration_ms, error, latest, rejected_count, rejected)
+WHERE e.id = v.id AND (e.last_scrape_at IS NULL OR e.last_scrape_at < v.scraped_at)
+"""
+_BULK_HEALTH_ROW = "(%s::bigint, %s::boolean, %s::timestamptz, %s::double precision, %s, %s::jsonb, %s::int, %s)"
+
+
+def _health_update_bulk(rows: list[tuple[int, dict[str, Any], dt.datetime]]) -> None:
+    # The same rule as _health_update (only a newer scrape moves the health), for a whole batch at once.
+    params: list[Any] = []
+    for endpoint_id, health, scraped_at in rows:
+        params += [
+            endpoint_id,
+            health["up"],
+            scraped_at,
+            health["duration_ms"],
+            health["error"],
+            json.dumps(health["latest"]),
+            len(health["rejected"]),
+            "; ".join(health["rejected"])[:500],
+        ]
+    sql = _BULK_HEALTH_SQL.format(values=", ".join([_BULK_HEALTH_ROW] * len(rows)))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def _health_update(endpoint_id: int, health: dict[str, Any], scraped_at: dt.datetime) -> None:
@@ -364,3 +433,18 @@ def samples_write(model: type[EngineSample] | type[HistogramSample] | type[GpuSa
     partitions_ensure(table=model._meta.db_table, days={obj.time.date() for obj in objs})
     model.objects.bulk_create(objs, ignore_conflicts=True, batch_size=2000)
     return len(objs)
+
+
+def endpoint_entries_store(*, endpoint_id: int, entries: list[dict[str, Any]]) -> IngestOutcome:
+    """Store one endpoint's entries shaped as an agent's (``endpoints[]`` of a payload) that came from a trusted
+    central reader instead of a signed batch (a Prometheus source): the same checks, rows and health."""
+    outcome = IngestOutcome()
+    now = timezone.now()
+    rows = _Rows()
+    with transaction.atomic():
+        for entry in entries:
+            _endpoint_rows(entry, endpoint_id, now, rows, outcome)
+        outcome.engine_rows = samples_write(EngineSample, rows.engines)
+        outcome.histogram_rows = samples_write(HistogramSample, rows.histograms)
+        outcome.endpoints = health_apply(rows.health)
+    return outcome

@@ -154,3 +154,17 @@ def endpoint_report(*, endpoint: Endpoint) -> dict[str, Any] | None:
         report["likely_cause"] = "estimate"
         report["cause_detail"] = CAUSE_TEXT["estimate"]
     return report
+
+
+def fleet_report() -> list[dict[str, Any]]:
+    """Every enabled endpoint with a scenario, the furthest from its plan first."""
+    endpoints = Endpoint.objects.filter(enabled=True, scenario__isnull=False).select_related(
+        "node", "scenario", "scenario__model", "scenario__gpu"
+    )
+    rows = []
+    for endpoint in endpoints:
+        report = endpoint_report(endpoint=endpoint)
+        if report is not None:
+            rows.append({"endpoint": endpoint, **report})
+    rows.sort(key=lambda row: -abs(row["deviation_pct"] or 0.0))
+    return rows

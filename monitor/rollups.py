@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from monitor.models import EngineRollup, EngineSample, GpuRollup, GpuSample, HistogramSample
-from monitor.partitions import PARTITIONED_TABLES, is_partitioned, partitions_drop_before, partitions_ensure
+from monitor.partitions import is_partitioned, partitions_drop_before, partitions_ensure
 
 MINUTE = 60
 HOUR = 3600
@@ -270,19 +270,37 @@ def rollup_recent(*, now: dt.datetime | None = None, minutes_back: int = 5) -> d
     return {"minute_rows": minutes, "hour_rows": hours}
 
 
+def rollup_catch_up(*, now: dt.datetime | None = None, hours_back: int = 3) -> dict[str, int]:
+    """Recompute the last few hours: samples that ingest stored late (after a database outage, within the
+    retries' ~25 minutes, or a backlog) get into the rollups here."""
+    now = now or timezone.now()
+    start = now - dt.timedelta(hours=hours_back)
+    minutes = 0
+    while start < now:
+        chunk_end = min(now, start + dt.timedelta(hours=1))
+        minutes += rollup_minutes(start=start, end=chunk_end)
+        start = chunk_end
+    hours = rollup_hours(start=now - dt.timedelta(hours=hours_back), end=now + dt.timedelta(hours=1))
+    return {"minute_rows": minutes, "hour_rows": hours}
+
+
 def retention_apply(*, now: dt.datetime | None = None) -> dict[str, int]:
     """Drop raw partitions past their retention (delete rows on SQLite) and old rollups; create the next
     days' partitions so ingest at midnight finds them ready."""
     now = now or timezone.now()
-    raw_cutoff = now - dt.timedelta(days=settings.KVDASH_RAW_RETENTION_DAYS)
+    retention_days = {
+        EngineSample: settings.KVDASH_RAW_RETENTION_DAYS,
+        GpuSample: settings.KVDASH_GPU_RETENTION_DAYS,
+        HistogramSample: settings.KVDASH_HISTOGRAM_RETENTION_DAYS,
+    }
     removed: dict[str, int] = {}
-    if is_partitioned():
-        for table in PARTITIONED_TABLES:
-            removed[table] = len(partitions_drop_before(table=table, cutoff=raw_cutoff.date()))
+    for model, days in retention_days.items():
+        table, cutoff = model._meta.db_table, now - dt.timedelta(days=days)
+        if is_partitioned():
+            removed[table] = len(partitions_drop_before(table=table, cutoff=cutoff.date()))
             partitions_ensure(table=table, days=[(now + dt.timedelta(days=d)).date() for d in range(3)])
-    else:
-        for model in (EngineSample, GpuSample, HistogramSample):
-            removed[model._meta.db_table] = model.objects.filter(time__lt=raw_cutoff).delete()[0]
+        else:
+            removed[table] = model.objects.filter(time__lt=cutoff).delete()[0]
     for resolution, days in (
         (MINUTE, settings.KVDASH_ROLLUP_1M_RETENTION_DAYS),
         (HOUR, settings.KVDASH_ROLLUP_1H_RETENTION_DAYS),

@@ -22,8 +22,14 @@ def scrape_plan() -> dict[str, list[dict[str, Any]]]:
     agents without endpoints still report NVML and heartbeat."""
     global _last_plan
     try:
-        plan: dict[str, list[dict[str, Any]]] = {name: [] for name in Node.objects.values_list("name", flat=True)}
-        for endpoint_id, url, node_name in Endpoint.objects.filter(enabled=True).values_list("pk", "url", "node__name"):
+        # A node that only lists Prometheus-sourced endpoints and has no key runs no agent: a scrape queued for it
+        # would wait in the broker forever (expired tasks are dropped only when a worker takes them).
+        keyless_prometheus = Node.objects.filter(endpoints__prometheus_target__isnull=False, keys__isnull=True)
+        nodes = Node.objects.exclude(pk__in=keyless_prometheus.values("pk")).values_list("name", flat=True)
+        plan: dict[str, list[dict[str, Any]]] = {name: [] for name in nodes}
+        for endpoint_id, url, node_name in Endpoint.objects.filter(
+            enabled=True, prometheus_target__isnull=True
+        ).values_list("pk", "url", "node__name"):
             plan.setdefault(node_name, []).append({"id": endpoint_id, "url": url})
     except DatabaseError:
         log.warning("database unavailable: scraping with the last known endpoints (%d nodes)", len(_last_plan))

@@ -15,6 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.db import connection
+from django.db.models.expressions import RawSQL
+
 from monitor.models import Endpoint, EngineRollup, EngineSample, GpuRollup, GpuSample, HistogramSample
 from monitor.rollups import COUNTER_LOOKBACK_S, HOUR, MINUTE, counter_increase
 
@@ -74,13 +78,16 @@ def series_window(*, start: dt.datetime, end: dt.datetime, step: int | None) -> 
     if end - start > MAX_RANGE:
         raise SeriesInputError({"start": f"a range is at most {MAX_RANGE.days} days"})
     span = (end - start).total_seconds()
-    wanted = step if step is not None else 0
+    # Without a step, none finer than the scrape interval: finer steps would be mostly gaps.
+    wanted = step if step is not None else settings.KVDASH_SCRAPE_INTERVAL
     if wanted < 0:
         raise SeriesInputError({"step": "must be a positive number of seconds"})
     step = max(wanted, math.ceil(span / MAX_POINTS), 1)
-    if step >= HOUR:
+    if step >= HOUR / 6:
+        # Steps of 10 minutes or more (ranges past ~7 days at 1,000 points) read the hourly rollups.
         source, step = "1h", math.ceil(step / HOUR) * HOUR
-    elif step >= MINUTE:
+    elif step >= MINUTE / 3:
+        # Steps of 20 s or more read the minute rollups: a third of the rows at most a third coarser.
         source, step = "1m", math.ceil(step / MINUTE) * MINUTE
     else:
         source = "raw"
@@ -93,6 +100,66 @@ def _grid(aligned: int, step: int, end: dt.datetime) -> list[int]:
     return list(range(aligned, last + 1, step))[: MAX_POINTS + 1]
 
 
+def _epoch_modulo(step: int) -> RawSQL:
+    if connection.vendor == "postgresql":
+        return RawSQL('(EXTRACT(EPOCH FROM "monitor_histogramsample"."time")::bigint %% %s)', (step,))
+    return RawSQL("""(CAST(strftime('%%s', "monitor_histogramsample"."time") AS INTEGER) %% %s)""", (step,))
+
+
+class _Rows:
+    """Rows of one endpoint read once per request: several metrics of one chart page share them."""
+
+    def __init__(self, endpoint: Endpoint, engine: int | None) -> None:
+        self.endpoint = endpoint
+        self.engine = engine
+        self._cache: dict[tuple[Any, ...], Any] = {}
+
+    def raw(self, lo: dt.datetime, hi: dt.datetime) -> list[dict[str, Any]]:
+        key = ("raw", lo, hi)
+        if key not in self._cache:
+            lookback = dt.timedelta(seconds=COUNTER_LOOKBACK_S)
+            self._cache[key] = list(
+                EngineSample.objects.filter(
+                    endpoint=self.endpoint, time__gte=lo - lookback, time__lt=hi, **_engine_filter(self.engine)
+                )
+                .order_by("engine", "time")
+                .values()
+            )
+        return self._cache[key]
+
+    def histograms(self, name: str, lo: dt.datetime, hi: dt.datetime, step: int) -> list[tuple[Any, ...]]:
+        key = ("histograms", name, lo, hi, step)
+        if key not in self._cache:
+            rows = HistogramSample.objects.filter(endpoint=self.endpoint, name=name, **_engine_filter(self.engine))
+            rows = rows.filter(time__gte=lo, time__lte=hi)
+            if step > MINUTE:
+                # Only the rows on step boundaries: the database skips the rest (an IN list of a thousand
+                # datetimes costs more to build than to run).
+                rows = rows.annotate(phase=_epoch_modulo(step)).filter(phase=0)
+            self._cache[key] = list(rows.order_by("engine", "time").values_list("engine", "time", "bounds", "counts"))
+        return self._cache[key]
+
+    def histogram_windows(self, name: str, lo: dt.datetime, hi: dt.datetime, step: int):
+        key = ("windows", name, lo, hi, step)
+        if key not in self._cache:
+            self._cache[key] = _histogram_windows(self.histograms(name, lo, hi, step), lo, step)
+        return self._cache[key]
+
+    def rollups(self, resolution: int, lo: dt.datetime, hi: dt.datetime) -> list[dict[str, Any]]:
+        key = ("rollup", resolution, lo, hi)
+        if key not in self._cache:
+            self._cache[key] = list(
+                EngineRollup.objects.filter(
+                    endpoint=self.endpoint,
+                    resolution=resolution,
+                    time__gte=lo,
+                    time__lt=hi,
+                    **_engine_filter(self.engine),
+                ).values()
+            )
+        return self._cache[key]
+
+
 def endpoint_series(
     *,
     endpoint: Endpoint,
@@ -102,24 +169,56 @@ def endpoint_series(
     step: int | None,
     engine: int | None = None,
 ) -> Series:
-    if metric not in METRICS:
-        raise SeriesInputError({"metric": f"unknown metric {metric[:60]!r}; one of: {', '.join(METRICS)}"})
+    return endpoint_series_many(endpoint=endpoint, metrics=[metric], start=start, end=end, step=step, engine=engine)[
+        metric
+    ]
+
+
+def endpoint_series_many(
+    *,
+    endpoint: Endpoint,
+    metrics: list[str],
+    start: dt.datetime,
+    end: dt.datetime,
+    step: int | None,
+    engine: int | None = None,
+) -> dict[str, Series]:
+    """Several metrics of one endpoint on one grid, reading each table once."""
+    for metric in metrics:
+        if metric not in METRICS:
+            raise SeriesInputError({"metric": f"unknown metric {metric[:60]!r}; one of: {', '.join(METRICS)}"})
     aligned, step, source = series_window(start=start, end=end, step=step)
     grid = _grid(aligned, step, end)
     lo = dt.datetime.fromtimestamp(grid[0], tz=dt.UTC)
     hi = dt.datetime.fromtimestamp(grid[-1] + step, tz=dt.UTC)
-    if metric == "gpu_memory_used_bytes":
-        values = _gpu_memory(endpoint, lo, hi, step, source)
-    elif metric in QUANTILE_METRICS:
-        name, quantile = QUANTILE_METRICS[metric]
-        values = _quantiles(endpoint, engine, name, quantile, lo, hi, max(step, MINUTE))
-    elif source == "raw":
-        values = _from_raw(endpoint, engine, metric, lo, hi, step)
-    else:
-        resolution = MINUTE if source == "1m" else HOUR
-        values = _from_rollups(endpoint, engine, metric, lo, hi, step, resolution)
-        values.update(_unrolled_tail(endpoint, engine, metric, lo, hi, step, resolution))
-    return Series(metric=metric, step=step, source=source, points=[(t, values.get(t)) for t in grid])
+    rows = _Rows(endpoint, engine)
+    result = {}
+    for metric in metrics:
+        if metric == "gpu_memory_used_bytes":
+            values = _gpu_memory(endpoint, lo, hi, step, source)
+        elif metric in QUANTILE_METRICS:
+            # Buckets arrive once a minute: quantiles get a grid of whole minutes of their own.
+            name, quantile = QUANTILE_METRICS[metric]
+            q_step = math.ceil(max(step, MINUTE) / MINUTE) * MINUTE
+            q_grid = _grid(int(lo.timestamp()) // q_step * q_step, q_step, end)
+            q_lo = dt.datetime.fromtimestamp(q_grid[0], tz=dt.UTC)
+            q_hi = dt.datetime.fromtimestamp(q_grid[-1] + q_step, tz=dt.UTC)
+            values = _quantiles(rows, name, quantile, q_lo, q_hi, q_step)
+            result[metric] = Series(
+                metric=metric, step=q_step, source="1m", points=[(t, values.get(t)) for t in q_grid]
+            )
+            continue
+        elif source == "raw":
+            values = _from_raw(rows.raw(lo, hi), metric, lo, step)
+        else:
+            resolution = MINUTE if source == "1m" else HOUR
+            rollup_rows = rows.rollups(resolution, lo, hi)
+            values = _from_rollups(rollup_rows, metric, step)
+            tail_start = _tail_start(rollup_rows, lo, hi, step, resolution)
+            if tail_start < hi:
+                values.update(_from_raw(rows.raw(tail_start, hi), metric, tail_start, step))
+        result[metric] = Series(metric=metric, step=step, source=source, points=[(t, values.get(t)) for t in grid])
+    return result
 
 
 def _slot(moment: dt.datetime, step: int) -> int:
@@ -134,15 +233,7 @@ def _engine_filter(engine: int | None) -> dict[str, int]:
     return {} if engine is None else {"engine": engine}
 
 
-def _from_raw(
-    endpoint: Endpoint, engine: int | None, metric: str, lo: dt.datetime, hi: dt.datetime, step: int
-) -> dict[int, float]:
-    lookback = dt.timedelta(seconds=COUNTER_LOOKBACK_S)
-    rows = (
-        EngineSample.objects.filter(endpoint=endpoint, time__gte=lo - lookback, time__lt=hi, **_engine_filter(engine))
-        .order_by("engine", "time")
-        .values()
-    )
+def _from_raw(rows: list[dict[str, Any]], metric: str, lo: dt.datetime, step: int) -> dict[int, float]:
     # slot -> engine -> accumulated
     gauge_sums: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
     incs: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
@@ -213,12 +304,7 @@ def _finish(metric: str, gauge_sums, incs) -> dict[int, float]:
     return result
 
 
-def _from_rollups(
-    endpoint: Endpoint, engine: int | None, metric: str, lo, hi, step: int, resolution: int
-) -> dict[int, float]:
-    rows = EngineRollup.objects.filter(
-        endpoint=endpoint, resolution=resolution, time__gte=lo, time__lt=hi, **_engine_filter(engine)
-    ).values()
+def _from_rollups(rows: list[dict[str, Any]], metric: str, step: int) -> dict[int, float]:
     gauge_sums: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
     incs: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
     for row in rows:
@@ -245,20 +331,13 @@ def _from_rollups(
     return _finish(metric, gauge_sums, incs)
 
 
-def _unrolled_tail(endpoint, engine, metric: str, lo, hi, step: int, resolution: int) -> dict[int, float]:
-    """The newest steps the rollup task has not reached yet (it runs once a minute), read from raw rows so
-    a long-range chart still ends at the latest scrape."""
-    latest = (
-        EngineRollup.objects.filter(endpoint=endpoint, resolution=resolution, time__gte=lo, **_engine_filter(engine))
-        .order_by("-time")
-        .values_list("time", flat=True)
-        .first()
-    )
+def _tail_start(rollup_rows: list[dict[str, Any]], lo: dt.datetime, hi: dt.datetime, step: int, resolution: int):
+    """Where the newest steps the rollup task has not reached yet begin (it runs once a minute): those are read
+    from raw rows, so a long-range chart still ends at the latest scrape."""
+    latest = max((row["time"] for row in rollup_rows), default=None)
     tail_start = max(lo, hi - TAIL_FROM_RAW) if latest is None else latest + dt.timedelta(seconds=resolution)
-    tail_start = dt.datetime.fromtimestamp(_slot(max(tail_start, hi - TAIL_FROM_RAW), step), tz=dt.UTC)
-    if tail_start >= hi:
-        return {}
-    return _from_raw(endpoint, engine, metric, max(tail_start, lo), hi, step)
+    tail_start = max(tail_start, hi - TAIL_FROM_RAW, lo)
+    return dt.datetime.fromtimestamp(_slot(tail_start, step), tz=dt.UTC)
 
 
 def _rollup_gauge(metric: str, row: dict[str, Any]) -> float | None:
@@ -319,38 +398,36 @@ def histogram_quantile(quantile: float, bounds: list[float | None], counts: list
 
 
 def _quantiles(
-    endpoint: Endpoint, engine: int | None, name: str, quantile: float, lo, hi, step: int
+    rows_cache: _Rows, name: str, quantile: float, lo: dt.datetime, hi: dt.datetime, step: int
 ) -> dict[int, float]:
-    """Per step, the quantile of what happened within it: bucket counts at the step's end minus those at
-    its start, per engine, summed over engines (a counter reset restarts from zero)."""
-    rows = (
-        HistogramSample.objects.filter(
-            endpoint=endpoint,
-            name=name,
-            time__gte=lo - dt.timedelta(seconds=step),
-            time__lt=hi,
-            **_engine_filter(engine),
-        )
-        .order_by("engine", "time")
-        .values_list("engine", "time", "bounds", "counts")
-    )
-    sums: dict[int, tuple[list[float | None], list[float]]] = {}
-    previous: tuple[int, list[float | None], list[float]] | None = None
-    for engine_index, time, bounds, counts in rows:
-        if previous is not None and previous[0] == engine_index and previous[1] == bounds and time >= lo:
-            old = previous[2]
-            delta = [c - o for c, o in zip(counts, old, strict=True)]
-            if any(d < 0 for d in delta):
-                delta = list(counts)
-            slot = _slot(time, step)
-            if slot in sums and sums[slot][0] == bounds:
-                sums[slot] = (bounds, [a + b for a, b in zip(sums[slot][1], delta, strict=True)])
-            else:
-                sums[slot] = (bounds, delta)
-        previous = (engine_index, bounds, counts)
+    """Per step, the quantile of what happened within it: bucket counts at the step's end minus those at its
+    start, per engine, summed over engines (a counter reset restarts from zero). Histogram rows are stamped
+    on whole minutes (ingest floors them), so for steps over a minute only the rows on step boundaries are
+    read."""
+    sums = rows_cache.histogram_windows(name, lo, hi, step)
     result = {}
     for slot, (bounds, counts) in sums.items():
         value = histogram_quantile(quantile, bounds, counts)
         if value is not None:
             result[slot] = value
     return result
+
+
+def _histogram_windows(
+    rows: list[tuple[Any, ...]], lo: dt.datetime, step: int
+) -> dict[int, tuple[list[float | None], list[float]]]:
+    sums: dict[int, tuple[list[float | None], list[float]]] = {}
+    previous: tuple[int, dt.datetime, list[float | None], list[float]] | None = None
+    for engine_index, time, bounds, counts in rows:
+        if previous is not None and previous[0] == engine_index and previous[2] == bounds and previous[1] >= lo:
+            old = previous[3]
+            delta = [c - o for c, o in zip(counts, old, strict=True)]
+            if any(d < 0 for d in delta):
+                delta = list(counts)
+            slot = _slot(previous[1], step)
+            if slot in sums and sums[slot][0] == bounds:
+                sums[slot] = (bounds, [a + b for a, b in zip(sums[slot][1], delta, strict=True)])
+            else:
+                sums[slot] = (bounds, delta)
+        previous = (engine_index, time, bounds, counts)
+    return sums

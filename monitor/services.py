@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
 from monitor.models import Endpoint, Node, NodeKey
 from monitor.signing import NodeKeyMaterial, node_key_generate
+from monitor.validators import url_problem
 from planner.models import Scenario
 
 MAX_ACTIVE_KEYS = 2
@@ -57,25 +56,10 @@ def node_keys_revoke(*, name: str) -> int:
     return NodeKey.objects.filter(node__name=name, revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
-_HOST_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:[]")
-
-
 def endpoint_url_clean(url: str) -> str:
-    """An http(s) URL with a host; short cluster names (``http://vllm-0:8000``) are fine, as Prometheus
-    targets are."""
     url = (url or "").strip()
-    bad = {"url": "enter an http(s) URL with a host, e.g. http://10.0.0.7:8000 (at most 500 characters)"}
-    if len(url) > 500 or any(ord(ch) < 33 or ord(ch) == 127 for ch in url):
-        raise MonitorInputError(bad)
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise MonitorInputError(bad) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or not set(parts.netloc) <= _HOST_CHARS:
-        raise MonitorInputError(bad)
-    if port is not None and not 0 < port < 65536:
-        raise MonitorInputError(bad)
+    if problem := url_problem(url):
+        raise MonitorInputError({"url": problem})
     return url.rstrip("/")
 
 

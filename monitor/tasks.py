@@ -97,6 +97,13 @@ def rollup() -> dict[str, int]:
     return rollup_recent()
 
 
+@shared_task(name="monitor.rollup_catch_up", ignore_result=True, soft_time_limit=600, time_limit=800)
+def rollup_catch_up() -> dict[str, int]:
+    from monitor.rollups import rollup_catch_up as catch_up
+
+    return catch_up()
+
+
 @shared_task(name="monitor.prune", ignore_result=True, soft_time_limit=600, time_limit=900)
 def prune() -> dict[str, int]:
     from monitor.rollups import retention_apply

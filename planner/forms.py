@@ -49,6 +49,8 @@ SCENARIO_FIELD_GROUPS: tuple[FieldGroup, ...] = (
             "block_size",
             "max_num_batched_tokens",
             "engine_version",
+            "enable_prefix_caching",
+            "num_speculative_tokens",
             "context_rounding",
         ),
     ),
@@ -102,6 +104,8 @@ class ScenarioForm(forms.ModelForm):
             "kv_cache_memory_gib": "KV cache memory (GiB)",
             "target_tpot_ms": "Target TPOT (ms)",
             "target_ttft_ms": "Target TTFT (ms)",
+            "enable_prefix_caching": "Prefix caching",
+            "num_speculative_tokens": "Speculative tokens (MTP)",
         }
         help_texts = SCENARIO_HELP
         widgets = {"notes": forms.Textarea(attrs={"rows": 2})}
@@ -120,6 +124,11 @@ class ScenarioForm(forms.ModelForm):
         if current and str(current) not in dict(BLOCK_SIZE_CHOICES):
             self.fields["block_size"].choices = [*BLOCK_SIZE_CHOICES, (str(current), str(current))]
         self.fields["engine_version"].widget.attrs["list"] = "engine-versions"
+        # Blank means none (older clients and saved form posts do not send it).
+        self.fields["num_speculative_tokens"].required = False
+        prefix_caching = self.fields["enable_prefix_caching"].widget
+        if isinstance(prefix_caching, forms.NullBooleanSelect):
+            prefix_caching.choices = [("unknown", "vLLM default"), ("true", "on"), ("false", "off")]
         self._apply_model_minimums()
         for name in ("gpu_memory_utilization",):
             self.fields[name].widget.attrs.setdefault("step", "0.01")
@@ -154,6 +163,10 @@ class ScenarioForm(forms.ModelForm):
     def scenario_data(self) -> dict[str, Any]:
         """The cleaned values a scenario service writes (planner.services.scenario_create and friends)."""
         return {name: self.cleaned_data.get(name) for name in SCENARIO_WRITE_FIELDS}
+
+    def clean_num_speculative_tokens(self) -> int:
+        value = self.cleaned_data.get("num_speculative_tokens")
+        return int(value) if value is not None else 0
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

@@ -4,12 +4,14 @@ its plan is always recomputed by the sizing engine (planner.services.scenario_pl
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from planner.sizing import GpuSpec, ModelSpec, model_spec_from_hf_config
+from planner.sizing.hf_config import storable_config
 
 GIB = 2**30
 
@@ -18,6 +20,7 @@ class WeightDtype(models.TextChoices):
     AUTO = "auto", "auto (model dtype / checkpoint quantisation)"
     BFLOAT16 = "bfloat16", "bfloat16"
     FLOAT16 = "float16", "float16"
+    FLOAT32 = "float32", "float32 (4-byte weights and KV cache)"
     FP8 = "fp8", "fp8"
     INT8 = "int8", "int8"
     INT4 = "int4", "int4 (with group scales)"
@@ -60,6 +63,12 @@ class ModelProfile(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Real configs hold JSON's Infinity/NaN extensions (Nemotron-H's time_step_limit); PostgreSQL's
+        # jsonb refuses them, so they are stored as strings (none of them matters to sizing).
+        self.config = storable_config(self.config)
+        super().save(*args, **kwargs)
 
     def spec(self) -> ModelSpec:
         spec = model_spec_from_hf_config(
@@ -150,6 +159,18 @@ class Scenario(models.Model):
     block_size = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     max_num_batched_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     engine_version = models.CharField(max_length=16, default="latest")
+    enable_prefix_caching = models.BooleanField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Blank: vLLM's default for the model and release (on; for hybrid Mamba / linear-attention "
+        "models from 0.28). Decides the state blocks each request of a hybrid model holds.",
+    )
+    num_speculative_tokens = models.PositiveSmallIntegerField(
+        default=0,
+        validators=[MaxValueValidator(64)],
+        help_text="Speculative tokens per step (e.g. MTP): more state blocks, and the model's MTP attention layers.",
+    )
 
     weights_gib = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
     activation_gib = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
@@ -191,6 +212,8 @@ SCENARIO_INPUT_FIELDS: tuple[str, ...] = (
     "block_size",
     "max_num_batched_tokens",
     "engine_version",
+    "enable_prefix_caching",
+    "num_speculative_tokens",
     "weights_gib",
     "activation_gib",
     "non_torch_gib",

@@ -197,7 +197,11 @@ def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
     row = next(r for r in plan.concurrency_table if r.concurrency == replica_concurrency(plan))
     figures = [
         ("KV budget per GPU", gib_label(plan.kv_budget_bytes_per_gpu)),
-        ("KV capacity", f"{plan.kv_capacity_tokens:,} tokens"),
+        ("KV capacity (physical: blocks × block size)", f"{plan.kv_capacity_tokens:,} tokens"),
+        (
+            f"vLLM {plan.inputs.engine_version} logs \u201cGPU KV cache size\u201d",
+            f"{plan.reported_kv_cache_tokens:,} tokens",
+        ),
         ("GPU blocks", f"{plan.num_gpu_blocks:,} × {plan.block_size} tokens"),
         (f"Max concurrency at {tokens_label(plan.inputs.max_model_len or 0)}", f"{plan.max_concurrency:,.2f}"),
         (
@@ -209,6 +213,16 @@ def plan_key_figures(*, plan: Plan) -> list[tuple[str, str]]:
         ("Weights per GPU", gib_label(plan.weights_bytes_per_gpu)),
         ("Activation + non-torch", gib_label(memory.activation_bytes + memory.non_torch_bytes)),
     ]
+    if plan.state_blocks_per_request:
+        caching = "on" if plan.inputs.enable_prefix_caching else "off"
+        figures.insert(
+            6,
+            (
+                "Recurrent state per request (per GPU)",
+                f"{plan.state_blocks_per_request} blocks per state group (prefix caching {caching}); "
+                f"{plan.state_page_bytes:,} B per layer",
+            ),
+        )
     if estimates is None:
         return [*figures, ("Short per GPU", gib_label(plan.shortfall_bytes_per_gpu))]
     return [

@@ -25,7 +25,25 @@ from monitor.api.serializers import (
     SeriesQuerySerializer,
     SeriesSerializer,
 )
+from monitor.report import endpoint_report
 from monitor.series import SeriesInputError, endpoint_series
+
+REPORT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        name: {"type": kind, "nullable": True}
+        for name, kind in (
+            ("planned_num_gpu_blocks", "integer"),
+            ("actual_num_gpu_blocks", "integer"),
+            ("planned_kv_tokens", "integer"),
+            ("actual_kv_tokens", "integer"),
+            ("deviation_pct", "number"),
+            ("likely_cause", "string"),
+            ("cause_detail", "string"),
+            ("flagged", "boolean"),
+        )
+    },
+}
 
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
@@ -74,6 +92,20 @@ class EndpointViewSet(
         data = _valid(EndpointUpdateSerializer, request.data)
         _service(services.endpoint_update, endpoint=endpoint, changes=data)
         return Response(EndpointDetailSerializer(self.get_queryset().get(pk=endpoint.pk)).data)
+
+    @extend_schema(
+        responses={200: REPORT_SCHEMA},
+        description="Planned vs actual: the scenario's blocks and KV tokens per engine against what the server's "
+        "cache_config_info reports, the deviation in % and the input that most likely explains it (utilisation, "
+        "block size, KV dtype, or the activation / non-torch estimate). 404 when no scenario is linked.",
+    )
+    @action(detail=True, methods=["get"])
+    def report(self, request: Request, pk: str | None = None) -> Response:
+        endpoint = self.get_object()
+        report = endpoint_report(endpoint=endpoint)
+        if report is None:
+            return Response({"detail": "This endpoint has no scenario to compare with."}, status=404)
+        return Response(report)
 
     @extend_schema(
         parameters=[SeriesQuerySerializer],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .alerts import Alert, AlertRule, AlertState, Notification, RuleKind, Silence
 from .core import (
     ENGINE_SAMPLE_VALUES,
     Endpoint,
@@ -16,9 +17,13 @@ from .core import (
     NodeKey,
     agent_queue,
 )
+from .sources import PrometheusSource, PrometheusTarget
 
 __all__ = [
     "ENGINE_SAMPLE_VALUES",
+    "Alert",
+    "AlertRule",
+    "AlertState",
     "Endpoint",
     "EngineRollup",
     "EngineSample",
@@ -29,5 +34,10 @@ __all__ = [
     "IngestDrop",
     "Node",
     "NodeKey",
+    "Notification",
+    "PrometheusSource",
+    "PrometheusTarget",
+    "RuleKind",
+    "Silence",
     "agent_queue",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from monitor.validators import validate_endpoint_url
 from planner.models import Scenario
 
 
@@ -62,7 +63,7 @@ class Endpoint(models.Model):
     health is kept on the row so the overview reads one table."""
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="endpoints")
-    url = models.URLField(max_length=500)
+    url = models.CharField(max_length=500, validators=[validate_endpoint_url])
     name = models.CharField(max_length=200, blank=True)
     scenario = models.ForeignKey(Scenario, null=True, blank=True, on_delete=models.SET_NULL, related_name="endpoints")
     enabled = models.BooleanField(default=True)

@@ -4,7 +4,9 @@ loads, each tied to a saved planner scenario.
 - a healthy Llama 3.1 8B on one H100 with shared system prompts (prefix caching on);
 - an overloaded Qwen3 8B on one L4: the queue builds and preemptions climb;
 - Llama 3.1 70B at tp 4 on eight H100s: two data-parallel engines behind one server;
-- an old-style Mistral 7B on an A100 that speaks the legacy (V0) metric names.
+- an old-style Mistral 7B on an A100 that speaks the legacy (V0) metric names;
+- a Qwen2.5 7B on an L40S started with ``--gpu-memory-utilization 0.80`` where its scenario planned vLLM's
+  default: the planned-vs-actual report shows the deviation and names the cause.
 
 Loads were chosen by running them (see docs/benchmarks.md): the whole fleet costs a few percent of one
 core, because the web server and the worker share two cores in ``make run``.
@@ -39,6 +41,8 @@ class FleetMember:
     max_num_seqs: int | None = None
     enable_prefix_caching: bool = False
     legacy_metrics: bool = False
+    # Engine settings the server was started with that differ from its scenario (a misconfigured deployment).
+    server_overrides: tuple[tuple[str, Any], ...] = ()
 
 
 def _lengths(median: float, sigma: float) -> LengthDistribution:
@@ -107,6 +111,18 @@ DEMO_FLEET: tuple[FleetMember, ...] = (
         max_num_seqs=64,
         legacy_metrics=True,
         notes="Simulated by simulate_fleet: an old vLLM that exports V0 names (gpu_cache_usage_perc, no engine label).",
+    ),
+    FleetMember(
+        key="misconfigured",
+        scenario_name="Demo: Qwen2.5 7B on L40S (server started with lower memory utilization)",
+        model_slug="qwen2.5-7b",
+        gpu_slug="l40s",
+        scenario_inputs={"max_model_len": 16384, "concurrency": 8, "prompt_tokens": 1500, "output_tokens": 400},
+        load=LoadSpec(rate=0.8, prompt=_lengths(1200, 0.8), output=_lengths(400, 0.6), seed=5),
+        max_num_seqs=64,
+        server_overrides=(("gpu_memory_utilization", 0.8),),
+        notes="Simulated by simulate_fleet: started with --gpu-memory-utilization 0.80 while the plan assumes the "
+        "default, so it holds fewer KV blocks than planned.",
     ),
 )
 

@@ -4,6 +4,7 @@ edits to them survive restarts)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,6 +108,9 @@ def demo_fleet_specs(
             notes=member.notes,
         )
         scenario, plan = scenario_simulation_plan(scenario_id=scenario.pk)
+        if member.server_overrides:
+            # The server runs with other settings than its plan: size it as vLLM would with those.
+            plan = compute_plan(dataclasses.replace(plan.inputs, **dict(member.server_overrides)))
         specs.append(
             ServerSpec(
                 plan=plan,

@@ -68,7 +68,10 @@ class GpuProfileSerializer(serializers.ModelSerializer):
 
 
 class ModelImportRequestSerializer(serializers.Serializer):
-    config = serializers.DictField(help_text="A Hugging Face config.json object (nested text_config allowed).")
+    config = serializers.DictField(
+        help_text="A Hugging Face config.json object (nested text_config allowed). A ModelOpt checkpoint's "
+        "hf_quant_config.json (NVFP4, FP8) goes under its key hf_quant_config."
+    )
     name = serializers.CharField(required=False, max_length=200, help_text="Default: hf_id, else the model_type.")
     slug = serializers.RegexField(
         SLUG_PATTERN, required=False, max_length=100, help_text="Default: made from the name. Must be unused."

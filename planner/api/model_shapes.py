@@ -12,6 +12,8 @@ from planner.sizing.figures import kv_bytes_per_token
 
 
 def model_shape_from_spec(spec: ModelSpec) -> dict[str, Any]:
+    # Every attention layer caches every token (vLLM allocates pages per layer, windows only free them later);
+    # recurrent-state layers (hybrid models) hold a fixed state per request instead: the engine counts so.
     shape = dataclasses.asdict(spec)
     shape["kv_bytes_per_token_bf16"] = kv_bytes_per_token(spec, "bfloat16")
     return shape

@@ -15,9 +15,32 @@ def _float(help_text: str = "", **kwargs: object) -> serializers.FloatField:
 
 
 class LayerGroupSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["full", "sliding_window", "chunked_local"])
+    kind = serializers.ChoiceField(
+        choices=["full", "sliding_window", "chunked_local", "state", "none"],
+        help_text="Attention kind; state: a recurrent-state layer (Mamba, gated delta net); none: no cache.",
+    )
     num_layers = serializers.IntegerField()
     window = serializers.IntegerField(allow_null=True, help_text="Sliding window or chunk in tokens; null for full.")
+    head_size = serializers.IntegerField(
+        allow_null=True, help_text="This group's own head size (Gemma 4); null: the model's."
+    )
+    num_kv_heads = serializers.IntegerField(allow_null=True, help_text="This group's own KV heads; null: the model's.")
+
+
+class StateSpecSerializer(serializers.Serializer):
+    """The recurrent state of a hybrid model's state layers (vLLM's MambaSpec), before the tp split."""
+
+    kind = serializers.ChoiceField(choices=["mamba1", "mamba2", "gdn", "linear"])
+    intermediate_size = serializers.IntegerField()
+    n_groups = serializers.IntegerField()
+    num_heads = serializers.IntegerField(help_text="Mamba heads; value heads for a gated delta net.")
+    head_dim = serializers.IntegerField()
+    state_size = serializers.IntegerField()
+    conv_kernel = serializers.IntegerField()
+    num_k_heads = serializers.IntegerField()
+    head_k_dim = serializers.IntegerField()
+    conv_dtype = serializers.CharField(allow_null=True, help_text="null: the model dtype.")
+    ssm_dtype = serializers.CharField(allow_null=True, help_text="null: the conv state's dtype.")
 
 
 class ModelSpecSerializer(serializers.Serializer):
@@ -53,6 +76,14 @@ class ModelSpecSerializer(serializers.Serializer):
     expert_intermediate_size = serializers.IntegerField()
     quantization = serializers.CharField(allow_null=True)
     notes = serializers.ListField(child=serializers.CharField())
+    state = StateSpecSerializer(allow_null=True)
+    num_mtp_layers = serializers.IntegerField(help_text="Multi-token-prediction (draft) layers in the checkpoint.")
+    indexer_bytes_per_token = serializers.IntegerField(
+        help_text="DeepSeek V3.2's indexer key cache per token per layer; 0 when none."
+    )
+    unquantized_params = serializers.IntegerField(
+        help_text="Parameters a quantised checkpoint keeps in 16 bits besides embeddings and LM head."
+    )
 
 
 class GpuSpecSerializer(serializers.Serializer):
@@ -94,6 +125,8 @@ class PlanInputsSerializer(serializers.Serializer):
     context_rounding = serializers.CharField(help_text="exact or pow2.")
     engine_version = serializers.CharField()
     max_num_seqs = serializers.IntegerField(allow_null=True)
+    enable_prefix_caching = serializers.BooleanField(allow_null=True)
+    num_speculative_tokens = serializers.IntegerField()
 
 
 class MemoryBreakdownSerializer(serializers.Serializer):
@@ -206,6 +239,17 @@ class PlanSerializer(serializers.Serializer):
     )
     shortfall_bytes_per_gpu = serializers.IntegerField(
         help_text="Memory per GPU missing for vLLM to start with one max_model_len request (0 when it starts)."
+    )
+    reported_kv_cache_tokens = serializers.IntegerField(
+        help_text='What vLLM logs as "GPU KV cache size: N tokens" for this engine version (from 0.24: max '
+        "concurrency x max_model_len; before: blocks // groups x block size). kv_capacity_tokens is the physical "
+        "blocks x block size."
+    )
+    reported_max_concurrency = _float('What vLLM logs as "Maximum concurrency for N tokens per request".')
+    reported_tokens_rule = serializers.CharField(help_text="How reported_kv_cache_tokens is computed.")
+    state_page_bytes = serializers.IntegerField(help_text="Hybrid models: one state layer's state per GPU rank.")
+    state_blocks_per_request = serializers.IntegerField(
+        help_text="Hybrid models: state blocks one request holds (more with prefix caching and speculation)."
     )
 
 

@@ -44,7 +44,8 @@ class SizeRequestSerializer(PrototypeFieldsMixin, serializers.Serializer):
     )
     model_config = serializers.DictField(
         required=False,
-        help_text="A Hugging Face config.json object (nested text_config allowed), instead of a catalog model.",
+        help_text="A Hugging Face config.json object (nested text_config allowed), instead of a catalog model. "
+        "A ModelOpt checkpoint's hf_quant_config.json (NVFP4, FP8) goes under its key hf_quant_config.",
     )
     model_hf_id = serializers.RegexField(
         HF_REPO_ID,
@@ -105,6 +106,20 @@ class SizeRequestSerializer(PrototypeFieldsMixin, serializers.Serializer):
     )
     engine_version = serializers.CharField(
         required=False, max_length=16, default="latest", help_text='"latest" or a vLLM release such as "0.10".'
+    )
+    enable_prefix_caching = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="vLLM --enable-prefix-caching. Default: vLLM's for the model and release (on; for hybrid "
+        "Mamba / linear-attention models from 0.28). Decides the state blocks per request.",
+    )
+    num_speculative_tokens = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=64,
+        default=0,
+        help_text="Speculative tokens per step (e.g. MTP): more state blocks, and the model's MTP attention layers.",
     )
     weights_gib = serializers.FloatField(
         required=False,

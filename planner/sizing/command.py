@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import TYPE_CHECKING
 
@@ -36,8 +37,17 @@ def vllm_command(inputs: PlanInputs, *, data_parallel_size: int = 1) -> str:
         f"--block-size {inputs.block_size}",
         f"--max-num-batched-tokens {inputs.max_num_batched_tokens}",
     ]
-    if inputs.weight_dtype in ("bfloat16", "float16"):
+    if model.has_state and inputs.enable_prefix_caching is not None:
+        # Stated for hybrid models: the default changed in 0.28, and it decides the state blocks per request.
+        parts.append("--enable-prefix-caching" if inputs.enable_prefix_caching else "--no-enable-prefix-caching")
+    elif inputs.enable_prefix_caching is False:
+        parts.append("--no-enable-prefix-caching")
+    if inputs.num_speculative_tokens:
+        method = "mtp" if model.num_mtp_layers else "ngram"
+        speculative = {"method": method, "num_speculative_tokens": inputs.num_speculative_tokens}
+        parts.append(f"--speculative-config {shlex.quote(json.dumps(speculative))}")
+    if inputs.weight_dtype in ("bfloat16", "float16", "float32"):
         parts.append(f"--dtype {inputs.weight_dtype}")
-    elif inputs.weight_dtype == "fp8" and model.quantization != "fp8":
+    elif inputs.weight_dtype == "fp8" and model.quantization not in ("fp8", "fp8_block"):
         parts.append("--quantization fp8")  # online FP8 weight quantisation of a 16-bit checkpoint
     return " ".join(parts)

@@ -22,6 +22,17 @@ measured start-ups behind them are in ``tests/planner/sizing/data/vllm_startups.
 * ``"latest"`` is the newest release kvdash documents (``LATEST_RELEASE``, 0.33: the rules read from its
   source in docs/reference ``vllm-sizing-2026.md``), with every rule above, the CUDA-graph reserve
   included. Older releases stay selectable by number ("0.19" for the profile of the measured start-ups).
+* Hybrid (attention + Mamba / linear attention) models: prefix caching on by default from 0.28
+  (vLLM PR #50991; vllm-metal PR #645: "0.28.0 turns prefix caching on by default for hybrid models";
+  opt-in before), which puts state layers in ``mamba_cache_mode="align"``.
+* Align mode's prefill checkpoint block (Mamba2 mixers, and gated delta net with FlashInfer's prefill)
+  and FlashInfer GDN's 64-token checkpoint grid: read in 0.33's source; the Mamba2 port (PR #57329) was
+  opened after 0.28, so releases before 0.33 get none (0.33 is the first release checked).
+* "GPU KV cache size" tokens: ``int(max concurrency x max_model_len)`` (0.33's ``v1/core/kv_cache_utils.py``,
+  ``get_kv_cache_capacity``) from 0.24; ``num_blocks // len(groups) x min block size`` before. Logs:
+  v0.19.0 printed 290,864 tokens and 33.04x for Qwen3.5-27B at 32K (vLLM issue #40691: 1,487 blocks // 4
+  groups x 784), v0.24.0 567,978 tokens and 4.33x for Qwen3.6-35B-A3B at 128K (noonghunna/club-3090
+  issue #612: int(299 / 69 x 131,072)); 0.20-0.23 were not checked, so the cut-over sits at 0.24.
 * Sliding-window admission: ``max_concurrent_batches x max_num_batched_tokens`` in flight (2 batches
   with async scheduling at pp 1, pp batches otherwise) from 0.14; one batch before. The reference
   cites the rule from recent sources (``VllmConfig.max_in_flight_tokens``); 0.14 is our choice.
@@ -40,6 +51,9 @@ ASYNC_IN_FLIGHT_SINCE = (0, 14)
 LEAN_ACTIVATION_SINCE = (0, 17)
 NON_TORCH_025_SINCE = (0, 18)
 CUDA_GRAPH_RESERVE_SINCE = (0, 21)
+HYBRID_PREFIX_CACHING_SINCE = (0, 28)
+PREFILL_CHECKPOINT_SINCE = (0, 33)
+CONCURRENCY_REPORTED_TOKENS_SINCE = (0, 24)
 # The newest vLLM release whose rules kvdash documents: what "latest" means.
 LATEST_RELEASE = (0, 33)
 
@@ -57,6 +71,10 @@ class EngineRules:
     v1_engine: bool = True
     non_torch_025: bool = True
     cuda_graph_reserve: bool = False
+    # Hybrid (state-layer) models; see the module docstring.
+    hybrid_prefix_caching: bool = True
+    prefill_checkpoint: bool = True
+    concurrency_reported_tokens: bool = True
 
 
 def engine_rules(engine_version: object) -> EngineRules:
@@ -84,4 +102,7 @@ def engine_rules(engine_version: object) -> EngineRules:
         v1_engine=version >= V1_ENGINE_SINCE,
         non_torch_025=version >= NON_TORCH_025_SINCE,
         cuda_graph_reserve=version >= CUDA_GRAPH_RESERVE_SINCE,
+        hybrid_prefix_caching=version >= HYBRID_PREFIX_CACHING_SINCE,
+        prefill_checkpoint=version >= PREFILL_CHECKPOINT_SINCE,
+        concurrency_reported_tokens=version >= CONCURRENCY_REPORTED_TOKENS_SINCE,
     )

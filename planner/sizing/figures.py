@@ -26,9 +26,10 @@ def spare_kv_bytes_per_gpu(plan: Plan) -> float:
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_cache_dtype: str = "bfloat16", tensor_parallel_size: int = 1) -> int:
-    """Every layer's KV for one token on one rank (vLLM allocates a page per layer; windows free them later)."""
+    """Every attention layer's KV for one token on one rank (vLLM allocates a page per layer; windows free them
+    later). Recurrent-state layers of hybrid models hold a fixed state per request instead, not per token."""
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
-    return model.num_layers * kv_bytes_per_token_per_layer(model, tensor_parallel_size, element)
+    return model.num_attention_layers * kv_bytes_per_token_per_layer(model, tensor_parallel_size, element)
 
 
 def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtype: str, context_tokens: int) -> int:
@@ -43,6 +44,8 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
     worst = 0
     for layers in pipeline_stages(model.num_layers, inputs.pipeline_parallel_size):
         stage = stage_groups(model, layers)
-        blocks = request_blocks(model, stage, context_tokens, plan.block_size, plan.in_flight_tokens)
+        blocks = request_blocks(
+            model, stage, context_tokens, plan.block_size, plan.in_flight_tokens, plan.state_blocks_per_request or 1
+        )
         worst = max(worst, blocks * stage.group_size * plan.block_size * per_layer)
     return worst

@@ -6,13 +6,15 @@ per-layer attention types) and what transformers writes for each architecture's 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import SizingInputError
-from .model_spec import LayerGroup, ModelSpec
-from .params import MlaShape, MoeShape, estimate_params
+from .model_spec import LayerGroup, ModelSpec, StateSpec
+from .params import MlaShape, MoeShape, ParamCount, estimate_params, state_mixer_params, tower_params
 from .validation import as_int
 
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -37,6 +39,8 @@ _DTYPES = {
 }
 _HF_LAYER_TYPES = {
     "full_attention": "full",
+    # GLM-5's layer_types name its DeepSeek sparse attention: MLA with an indexer (deepseek_v32 in vLLM).
+    "deepseek_sparse_attention": "full",
     "sliding_attention": "sliding_window",
     "chunked_attention": "chunked_local",
 }
@@ -116,26 +120,181 @@ def _model_dtype(cfg: Mapping[str, Any], errors: dict[str, str], notes: list[str
     return "bfloat16"
 
 
-def _quantization(cfg: Mapping[str, Any], errors: dict[str, str], notes: list[str]) -> str | None:
-    """The checkpoint's own weight format (``quantization_config``), used when weight_dtype is ``auto``."""
+_QUANT_ALGOS = {"nvfp4": "nvfp4", "fp8": "fp8", "fp8_pb_wo": "fp8_block", "w4a16_awq": "int4", "mxfp4": "mxfp4"}
+
+
+def _quantization(
+    cfg: Mapping[str, Any], errors: dict[str, str], notes: list[str], hf_quant: Mapping[str, Any] | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """The checkpoint's own weight format and the modules it leaves unquantised, used when weight_dtype is
+    ``auto``: ``quantization_config`` (fp8, with or without 128x128 block scales; mxfp4; AWQ/GPTQ;
+    ModelOpt; compressed-tensors), else the ModelOpt ``hf_quant_config.json`` (``quantization.quant_algo``,
+    ``exclude_modules``)."""
     qc = cfg.get("quantization_config")
+    if qc is None and hf_quant is not None:
+        inner = hf_quant.get("quantization", hf_quant)
+        qc = {"quant_method": "modelopt", **inner} if isinstance(inner, Mapping) else inner
     if qc is None:
-        return None
+        return None, ()
     if not isinstance(qc, Mapping):
         errors["quantization_config"] = "must be a JSON object (dict)"
-        return None
+        return None, ()
     method = qc.get("quant_method")
+    producer = qc.get("producer")
+    if method is None and (
+        qc.get("quant_algo") is not None or (isinstance(producer, Mapping) and producer.get("name") == "modelopt")
+    ):
+        method = "modelopt"  # ModelOpt checkpoints that leave quant_method out (Qwen3-32B-FP8-Static-PerTensor)
     if not isinstance(method, str):
-        errors["quantization_config"] = "quant_method must be a string"
-        return None
+        notes.append("quantization_config without a quant_method: weights sized from torch_dtype")
+        return None, ()
     method = method.lower()
-    if method in ("fp8", "mxfp4"):
-        return method
-    bits = qc.get("bits", qc.get("w_bit"))
-    if method in ("awq", "gptq", "autoround", "auto-round") and bits in (4, 8):
-        return f"int{bits}"
-    notes.append(f"quantization_config {method!r} not modelled: weights sized from torch_dtype")
-    return None
+    excluded_raw = qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("exclude_modules") or []
+    excluded = tuple(item for item in excluded_raw if isinstance(item, str)) if isinstance(excluded_raw, list) else ()
+    fmt: str | None = None
+    if method == "fp8":
+        fmt = "fp8_block" if qc.get("weight_block_size") else "fp8"
+    elif method == "mxfp4":
+        fmt = "mxfp4"
+    elif method in ("modelopt", "modelopt_fp4") and not isinstance(qc.get("config_groups"), Mapping):
+        algo = qc.get("quant_algo")
+        fmt = _QUANT_ALGOS.get(algo.lower()) if isinstance(algo, str) else None
+    elif method in ("compressed-tensors", "modelopt", "modelopt_fp4"):  # config_groups (ModelOpt MIXED_PRECISION too)
+        # Mixed checkpoints (Qwen3.6-NVFP4: fp8 linear attention, NVFP4 experts) are sized at their
+        # narrowest group's format, the one that holds the experts and so most of the weights.
+        groups = qc.get("config_groups")
+        candidates = [
+            group["weights"]
+            for group in (groups.values() if isinstance(groups, Mapping) else ())
+            if isinstance(group, Mapping) and isinstance(group.get("weights"), Mapping)
+        ]
+        weights: Any = min(candidates, key=lambda w: w.get("num_bits") or 16, default=None)
+        if isinstance(weights, Mapping):
+            bits, kind = weights.get("num_bits"), weights.get("type")
+            if bits == 4:
+                fmt = (
+                    "nvfp4" if kind == "float" and weights.get("group_size") == 16 else _int4(weights.get("group_size"))
+                )
+            elif bits == 8:
+                block = weights.get("strategy") == "block"
+                fmt = ("fp8_block" if block else "fp8") if kind == "float" else "int8"
+    else:
+        bits = qc.get("bits", qc.get("w_bit"))
+        if method in ("awq", "gptq", "autoround", "auto-round") and bits in (4, 8):
+            fmt = _int4(qc.get("group_size", qc.get("q_group_size"))) if bits == 4 else "int8"
+    if fmt is None:
+        notes.append(f"quantization_config {method!r} not modelled: weights sized from torch_dtype")
+        return None, ()
+    return fmt, excluded
+
+
+def _int4(group_size: Any) -> str:
+    """W4A16 with an fp16 scale per group: ``int4`` at the usual 128, ``int4_g<n>`` otherwise (Kimi K2.5: 32)."""
+    if isinstance(group_size, int) and not isinstance(group_size, bool) and 0 < group_size != 128:
+        return f"int4_g{group_size}"
+    return "int4"
+
+
+_ATTENTION_MODULES = ("self_attn", "q_proj", "k_proj", "v_proj", "o_proj", "qkv", "q_a_proj", "q_b_proj", "kv_a_proj")
+_STATE_MODULES = ("linear_attn", "in_proj", "out_proj")
+_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
+
+
+def _unquantized_params(count: ParamCount, excluded: tuple[str, ...], kinds: list[tuple[str, int | None]]) -> int:
+    """Parameters the checkpoint keeps in 16 bits beyond the embeddings and LM head: the attention, state
+    mixer and shared-expert weights of the layers its exclude list names (a pattern without a layer index
+    covers every layer). Norms, routers and conv weights are too small to matter."""
+    if not excluded:
+        return 0
+    named: dict[str, set[int] | None] = {"attention": set(), "state": set(), "shared": set(), "dense": set()}
+
+    def add(category: str, layer: int | None) -> None:
+        current = named[category]
+        if current is None:
+            return
+        if layer is None:
+            named[category] = None
+        else:
+            current.add(layer)
+
+    for pattern in excluded:
+        text = pattern.lower()
+        match = _LAYER_INDEX.search(text)
+        layer = int(match.group(1)) if match else None
+        if "shared_expert" in text:
+            add("shared", layer)
+        elif "mlp" in text and "expert" not in text and any(k in text for k in ("gate_proj", "up_proj", "down_proj")):
+            add("dense", layer)  # a dense MLP (DeepSeek-style first dense layers), not the router's mlp.gate
+        elif any(key in text for key in _STATE_MODULES):
+            add("state", layer)
+        elif any(key in text for key in _ATTENTION_MODULES):
+            add("attention", layer)
+
+    def share(category: str, members: list[int]) -> float:
+        chosen = named[category]
+        if chosen is None:
+            return 1.0
+        if not members:
+            return 0.0
+        return len(chosen.intersection(members)) / len(members)
+
+    attention_layers = [i for i, (kind, _) in enumerate(kinds) if kind not in ("state", "none")]
+    state_layers = [i for i, (kind, _) in enumerate(kinds) if kind == "state"]
+    all_layers = list(range(len(kinds)))
+    return round(
+        count.attention * share("attention", attention_layers)
+        + count.state * share("state", state_layers)
+        + count.shared_experts * share("shared", all_layers)
+        + count.dense_mlp * share("dense", all_layers)
+    )
+
+
+_STATE_LAYER_TYPES = {"linear_attention": "state", "mamba": "state", "mamba2": "state"}
+_PLAIN_LAYER_TYPES = {"attention": "full"}  # Granite 4.0-H (granitemoehybrid), Jamba's layers_block_type
+_NO_CACHE_LAYER_TYPES = {"mlp": "none", "moe": "none"}  # Nemotron-H's layers_block_type
+# Nemotron-H (``hybrid_override_pattern``): M Mamba2, * attention, - MLP, E MoE (``nemotron_h.py``).
+_NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
+# Config keys that say the model keeps a recurrent state: if none of the layer layouts below placed a
+# state layer, the config is refused rather than sized as if every layer were attention.
+_STATE_SIGNALS = (
+    "linear_num_value_heads",
+    "ssm_state_size",
+    "mamba_d_state",
+    "mamba_num_heads",
+    "mamba_n_heads",
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "attn_layer_period",
+    "full_attention_interval",
+    "linear_attn_config",
+)
+
+
+def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
+    """Architectures whose caches the engine does not model yet: a 400 naming the field, never a plan."""
+    if cfg.get("compress_ratios") is not None:
+        return {
+            "compress_ratios": "DeepSeek-V4's compressed attention (sliding, compressed and compressor-state caches) "
+            "is not supported yet"
+        }
+    if cfg.get("block_configs") is not None:
+        # Nemotron-NAS (DeciLM): per-layer block configs, some layers without attention or with other widths.
+        return {"block_configs": "per-layer block configs (Nemotron-NAS / DeciLM) are not supported yet"}
+    if model_type.startswith("falcon_h1"):
+        return {"model_type": "falcon_h1: layers with attention and Mamba side by side are not supported yet"}
+    if cfg.get("linear_attn_config") is not None:
+        return {"linear_attn_config": "Kimi linear attention (KDA) layers are not supported yet"}
+    attn_types = cfg.get("attn_type_list")
+    if isinstance(attn_types, list) and any(value == 0 for value in attn_types):
+        # MiniMax: 0 marks a lightning (linear) attention layer, 1 softmax attention (MiniMax-M2 is all 1).
+        return {"attn_type_list": "MiniMax lightning-attention (0) layers are not supported yet"}
+    if cfg.get("hybrid_layer_pattern") is not None or cfg.get("swa_num_key_value_heads") is not None:
+        # MiMo-V2-Flash: sliding layers with their own KV heads and a V head size unlike K's.
+        return {
+            "hybrid_layer_pattern": "MiMo-V2 sliding-window layers with their own KV heads and V head size "
+            "are not supported yet"
+        }
+    return {}
 
 
 def _layer_kinds(
@@ -146,16 +305,36 @@ def _layer_kinds(
     chunk = _optional_int(cfg, errors, "attention_chunk_size")
     full: tuple[str, int | None] = ("full", None)
 
-    layer_types = cfg.get("layer_types")
-    if layer_types is not None:
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str) or len(pattern) != num_layers:
+            errors["hybrid_override_pattern"] = f"must be a string of {num_layers} layer codes (M, *, -, E)"
+            return [full] * num_layers
+        unknown = sorted({code for code in pattern if code not in _NEMOTRON_PATTERN})
+        if unknown:
+            errors["hybrid_override_pattern"] = f"unsupported layer code {unknown[0]!r}; expected M, *, - or E"
+            return [full] * num_layers
+        return [(_NEMOTRON_PATTERN[code], None) for code in pattern]
+
+    for key in ("layer_types", "layers_block_type"):
+        layer_types = cfg.get(key)
+        if layer_types is None:
+            continue
         if not isinstance(layer_types, list) or len(layer_types) != num_layers:
-            errors["layer_types"] = f"must be a list of {num_layers} attention types"
+            errors[key] = f"must be a list of {num_layers} layer types"
             return [full] * num_layers
         kinds: list[tuple[str, int | None]] = []
         for value in layer_types:
-            kind = _HF_LAYER_TYPES.get(value) if isinstance(value, str) else None
+            name = value if isinstance(value, str) else ""
+            kind = (
+                _HF_LAYER_TYPES.get(name)
+                or _STATE_LAYER_TYPES.get(name)
+                or _PLAIN_LAYER_TYPES.get(name)
+                or _NO_CACHE_LAYER_TYPES.get(name)
+            )
             if kind is None:
-                errors["layer_types"] = f"unsupported layer type {value!r}; expected {', '.join(_HF_LAYER_TYPES)}"
+                known = (*_HF_LAYER_TYPES, *_STATE_LAYER_TYPES, *_PLAIN_LAYER_TYPES, *_NO_CACHE_LAYER_TYPES)
+                errors[key] = f"unsupported layer type {value!r}; expected one of {', '.join(known)}"
                 return [full] * num_layers
             if kind == "sliding_window":
                 if sliding is None:
@@ -168,8 +347,20 @@ def _layer_kinds(
                     return [full] * num_layers
                 kinds.append((kind, chunk))
             else:
-                kinds.append(full)
+                kinds.append((kind, None))
         return kinds
+
+    interval = _optional_int(cfg, errors, "full_attention_interval", maximum=100_000)
+    if interval is not None:
+        # Qwen3-Next: every interval-th layer is full attention, the others gated delta net
+        # (Qwen3NextConfig.layer_types default).
+        return [full if (i + 1) % interval == 0 else ("state", None) for i in range(num_layers)]
+
+    period = _optional_int(cfg, errors, "attn_layer_period", maximum=100_000)
+    if period is not None:
+        # Jamba: attention where i % period == offset, Mamba elsewhere (JambaConfig.layers_block_type).
+        offset = _optional_int(cfg, errors, "attn_layer_offset", minimum=0, maximum=100_000) or 0
+        return [full if i % period == offset else ("state", None) for i in range(num_layers)]
 
     if model_type.startswith("llama4"):
         if chunk is None:
@@ -187,8 +378,8 @@ def _layer_kinds(
         # Gemma2 and gpt-oss alternate, starting with a sliding layer at index 0.
         return [("sliding_window", sliding) if i % 2 == 0 else full for i in range(num_layers)]
     if model_type.startswith("gemma3"):
-        pattern = _optional_int(cfg, errors, "sliding_window_pattern", maximum=100_000) or 6
-        return [full if (i + 1) % pattern == 0 else ("sliding_window", sliding) for i in range(num_layers)]
+        pattern_length = _optional_int(cfg, errors, "sliding_window_pattern", maximum=100_000) or 6
+        return [full if (i + 1) % pattern_length == 0 else ("sliding_window", sliding) for i in range(num_layers)]
     if model_type.startswith(_QWEN_FAMILY_PREFIX):
         if not use_sliding:
             return [full] * num_layers
@@ -202,6 +393,81 @@ def _layer_kinds(
     return [("sliding_window", sliding)] * num_layers
 
 
+def _state_dtype(cfg: Mapping[str, Any], errors: dict[str, str], key: str) -> str | None:
+    value = cfg.get(key)
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, str) and value.lower() in _DTYPES:
+        return _DTYPES[value.lower()]
+    errors[key] = f"unknown dtype {value!r}; expected bfloat16, float16 or float32"
+    return None
+
+
+def _state_spec(cfg: Mapping[str, Any], errors: dict[str, str], model_type: str, hidden: int) -> StateSpec | None:
+    """The recurrent state of the model's state layers, read as vLLM's model classes read it."""
+
+    def need(key: str, default: int | None = None) -> int:
+        value = _optional_int(cfg, errors, key, maximum=10**7)
+        if value is None:
+            if default is not None:
+                return default
+            errors.setdefault(key, "required by the model's state (Mamba / linear-attention) layers")
+            return 0
+        return value
+
+    if cfg.get("linear_num_value_heads") is not None or cfg.get("linear_key_head_dim") is not None:
+        # Gated delta net (qwen3_next.py / qwen3_5.py get_mamba_state_shape_from_config); Qwen3.5's
+        # config names the recurrent state's dtype (mamba_ssm_dtype, model_executor/models/config.py).
+        spec = StateSpec(
+            kind="gdn",
+            num_k_heads=need("linear_num_key_heads"),
+            head_k_dim=need("linear_key_head_dim"),
+            num_heads=need("linear_num_value_heads"),
+            head_dim=need("linear_value_head_dim"),
+            conv_kernel=need("linear_conv_kernel_dim", 4),
+            ssm_dtype=_state_dtype(cfg, errors, "mamba_ssm_dtype"),
+        )
+    elif cfg.get("mamba_num_heads") is not None:
+        # Nemotron-H (nemotron_h.py): Mamba2 with mamba_num_heads x mamba_head_dim channels; its SSM state
+        # defaults to float32 (NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE).
+        heads, head_dim = need("mamba_num_heads"), need("mamba_head_dim")
+        spec = StateSpec(
+            kind="mamba2",
+            intermediate_size=heads * head_dim,
+            n_groups=need("n_groups", 1),
+            num_heads=heads,
+            head_dim=head_dim,
+            state_size=need("ssm_state_size"),
+            conv_kernel=need("conv_kernel", 4),
+            ssm_dtype=_state_dtype(cfg, errors, "mamba_ssm_cache_dtype") or "float32",
+        )
+    elif cfg.get("mamba_n_heads") is not None:
+        # Granite 4.0-H (granitemoehybrid.py): Mamba2 with mamba_expand x hidden channels.
+        spec = StateSpec(
+            kind="mamba2",
+            intermediate_size=need("mamba_expand", 2) * hidden,
+            n_groups=need("mamba_n_groups", 1),
+            num_heads=need("mamba_n_heads"),
+            head_dim=need("mamba_d_head"),
+            state_size=need("mamba_d_state"),
+            conv_kernel=need("mamba_d_conv", 4),
+        )
+    elif cfg.get("mamba_d_state") is not None:
+        # Jamba (jamba.py): Mamba1 with mamba_expand x hidden channels.
+        spec = StateSpec(
+            kind="mamba1",
+            intermediate_size=need("mamba_expand", 2) * hidden,
+            state_size=need("mamba_d_state"),
+            conv_kernel=need("mamba_d_conv", 4),
+        )
+    else:
+        errors["layer_types"] = (
+            f"state layers in a {model_type or 'model'} config without Mamba or gated-delta-net shapes: not supported"
+        )
+        return None
+    return spec
+
+
 def _groups(kinds: list[tuple[str, int | None]]) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
     order: list[tuple[str, int | None]] = []
     for kind in kinds:
@@ -212,8 +478,24 @@ def _groups(kinds: list[tuple[str, int | None]]) -> tuple[tuple[LayerGroup, ...]
     return groups, pattern
 
 
+def _nemotron_mlps(cfg: Mapping[str, Any]) -> tuple[str, ...]:
+    """Nemotron-H's per-layer MLP: ``-`` a dense MLP, ``E`` experts, Mamba and attention layers none."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        return tuple("dense" if code == "-" else "moe" if code == "E" else "none" for code in pattern)
+    block_types = cfg.get("layers_block_type")  # the newer NemotronHConfig form (Nemotron 3 Ultra, 3.5)
+    if isinstance(block_types, list):
+        return tuple("dense" if kind == "mlp" else "moe" if kind == "moe" else "none" for kind in block_types)
+    return ()
+
+
 def _moe_shape(
-    cfg: Mapping[str, Any], errors: dict[str, str], model_type: str, num_layers: int, intermediate: int
+    cfg: Mapping[str, Any],
+    errors: dict[str, str],
+    model_type: str,
+    num_layers: int,
+    intermediate: int,
+    kinds: list[tuple[str, int | None]],
 ) -> MoeShape | None:
     routed = _optional_int(cfg, errors, "n_routed_experts", minimum=0, maximum=1_000_000)
     local = _optional_int(cfg, errors, "num_local_experts", minimum=0, maximum=1_000_000)
@@ -221,7 +503,11 @@ def _moe_shape(
     num_experts = routed or local or qwen
     if not num_experts or num_experts < 2:
         return None
-    top_k = _optional_int(cfg, errors, "num_experts_per_tok", maximum=1_000_000)
+    top_k_key = next(
+        (key for key in ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k") if key in cfg),
+        "num_experts_per_tok",
+    )
+    top_k = _optional_int(cfg, errors, top_k_key, maximum=1_000_000)
     if top_k is None:
         errors.setdefault("num_experts_per_tok", "required for a mixture-of-experts config")
         return None
@@ -233,7 +519,26 @@ def _moe_shape(
     dense_inter = intermediate
     shared = 0
     shared_gate = False
-    if routed:  # DeepSeek V2/V3
+    expert_hidden = 0
+    latent_projections = 0
+    if model_type.startswith("gemma4"):
+        # Gemma 4 MoE (enable_moe_block): experts on every layer beside a dense MLP of intermediate_size,
+        # counted like an always-on shared expert.
+        layers = (True,) * num_layers
+        shared = intermediate
+    elif model_type == "nemotron_h":
+        # Nemotron-H: experts on the E layers, non-gated (relu2); a shared expert of its own size; Nemotron 3
+        # Super routes in a latent space (moe_latent_size) with projections in and out of it.
+        mlps = _nemotron_mlps(cfg)
+        layers = tuple(mlp == "moe" for mlp in mlps) if len(mlps) == num_layers else (True,) * num_layers
+        shared_inter = _optional_int(cfg, errors, "moe_shared_expert_intermediate_size", minimum=0) or expert_inter
+        shared = (_optional_int(cfg, errors, "n_shared_experts", minimum=0, maximum=1_000_000) or 0) * shared_inter
+        latent = _optional_int(cfg, errors, "moe_latent_size", minimum=0, maximum=1_000_000_000) or 0
+        if latent:
+            expert_hidden = latent
+            hidden = _optional_int(cfg, errors, "hidden_size") or 0
+            latent_projections = 2 * hidden * latent
+    elif routed:  # DeepSeek V2/V3
         first_dense = _optional_int(cfg, errors, "first_k_dense_replace", minimum=0, maximum=100_000) or 0
         freq = _optional_int(cfg, errors, "moe_layer_freq", maximum=100_000) or 1
         layers = tuple(i >= first_dense and i % freq == 0 for i in range(num_layers))
@@ -262,9 +567,25 @@ def _moe_shape(
         moe_layers=layers,
         dense_intermediate_size=dense_inter,
         expert_biases=model_type == "gpt_oss",
-        router_bias=model_type == "gpt_oss",
+        router_bias=model_type in ("gpt_oss", "nemotron_h"),
         shared_expert_gate=shared_gate,
+        gated=model_type != "nemotron_h",
+        expert_hidden_size=expert_hidden,
+        extra_params_per_layer=latent_projections,
     )
+
+
+def storable_config(value: Any) -> Any:
+    """``value`` with non-finite floats (JSON's ``Infinity``/``NaN`` extensions, which Python's json reads
+    and real HF configs contain) replaced by the strings ``"Infinity"``, ``"-Infinity"`` and ``"NaN"``, so
+    strict JSON stores (PostgreSQL's jsonb) and renderers accept it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, Mapping):
+        return {key: storable_config(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_config(item) for item in value]
+    return value
 
 
 def model_spec_from_hf_config(
@@ -275,14 +596,26 @@ def model_spec_from_hf_config(
     num_active_params: int | None = None,
     hf_id: str | None = None,
     slug: str | None = None,
+    hf_quant_config: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
-    """Build a ModelSpec from ``config.json``. Without ``num_params`` the count is estimated from shapes."""
+    """Build a ModelSpec from ``config.json``. Without ``num_params`` the count is estimated from shapes.
+
+    ``hf_quant_config``: a ModelOpt checkpoint's ``hf_quant_config.json`` (NVFP4/FP8 checkpoints whose
+    config.json has no quantization_config); a config may also carry it under the key ``hf_quant_config``."""
     cfg = _merged_config(config)
+    if hf_quant_config is None and isinstance(cfg.get("hf_quant_config"), Mapping):
+        hf_quant_config = cfg["hf_quant_config"]
     errors: dict[str, str] = {}
     notes: list[str] = []
     raw_type = cfg.get("model_type")
     model_type = raw_type.lower() if isinstance(raw_type, str) else ""
+    unsupported = _unsupported(cfg, model_type)
+    if unsupported:
+        raise SizingInputError(unsupported)
 
+    if _lookup(cfg, "num_hidden_layers")[1] is None and isinstance(cfg.get("layers_block_type"), list):
+        # Nemotron-H configs that list the layers (layers_block_type) may leave the count out (Nemotron 3 Ultra).
+        cfg = {**cfg, "num_hidden_layers": len(cfg["layers_block_type"])}
     layers = _required_int(cfg, errors, "num_hidden_layers")
     heads = _required_int(cfg, errors, "num_attention_heads")
     hidden = _required_int(cfg, errors, "hidden_size")
@@ -295,7 +628,8 @@ def model_spec_from_hf_config(
             errors["vocab_size"] = "missing from the config (needed to estimate the parameter count)"
         vocab = 0
     if intermediate is None and "intermediate_size" not in errors:
-        if estimating:
+        # MoE configs whose every layer is routed give only moe_intermediate_size (Qwen3.5-35B-A3B).
+        if estimating and cfg.get("moe_intermediate_size") is None:
             errors["intermediate_size"] = "missing from the config (needed to estimate the parameter count)"
         intermediate = 0
     multi_query = _optional_bool(cfg, errors, "multi_query")
@@ -311,7 +645,7 @@ def model_spec_from_hf_config(
     rope_dim = _optional_int(cfg, errors, "qk_rope_head_dim", minimum=0, maximum=1_000_000)
     head_dim = _optional_int(cfg, errors, "head_dim", maximum=_LIMITS["head_dim"])
     dtype = _model_dtype(cfg, errors, notes)
-    quantization = _quantization(cfg, errors, notes)
+    quantization, excluded_modules = _quantization(cfg, errors, notes, hf_quant_config)
     tie = _optional_bool(cfg, errors, "tie_word_embeddings")
     if errors:
         raise SizingInputError(errors)
@@ -338,10 +672,57 @@ def model_spec_from_hf_config(
         attention_kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
         cached_kv_heads = kv_heads
     kinds = _layer_kinds(cfg, errors, layers, model_type)
-    moe = _moe_shape(cfg, errors, model_type, layers, intermediate)
+    state = None
+    if any(kind == "state" for kind, _ in kinds):
+        state = _state_spec(cfg, errors, model_type, hidden)
+    elif not errors:
+        signal = next((key for key in _STATE_SIGNALS if cfg.get(key) is not None), None)
+        if signal is not None and signal not in ("hybrid_override_pattern", "layers_block_type"):
+            errors[signal] = (
+                f"{cfg.get(signal)!r}: the config describes recurrent-state (Mamba / linear-attention) layers, "
+                "but not which layers they are; this layout is not supported"
+            )
+    moe = _moe_shape(cfg, errors, model_type, layers, intermediate, kinds)
+    if moe is None and cfg.get("moe_intermediate_size") is not None and intermediate == 0 and not errors:
+        errors["num_experts"] = "moe_intermediate_size is given but no expert count (num_experts, n_routed_experts)"
+    if errors:
+        raise SizingInputError(errors)
+    shared_kv = _optional_int(cfg, errors, "num_kv_shared_layers", minimum=0, maximum=100_000) or 0
+    if shared_kv:
+        # Gemma 4: the last num_kv_shared_layers layers read earlier layers' KV and cache none of their own
+        # (gemma4.py, is_kv_shared_layer).
+        if shared_kv >= layers:
+            errors["num_kv_shared_layers"] = f"{shared_kv} of {layers} layers"
+        kinds = [*kinds[: layers - shared_kv], *[("none", None)] * min(shared_kv, layers)]
+    global_head = _optional_int(cfg, errors, "global_head_dim", maximum=_LIMITS["head_dim"])
+    global_kv = _optional_int(cfg, errors, "num_global_key_value_heads", maximum=_LIMITS["num_key_value_heads"])
     if errors:
         raise SizingInputError(errors)
     groups, pattern = _groups(kinds)
+    if not is_mla and (global_head or global_kv):
+        # Gemma 4: full-attention layers cache global_head_dim-wide heads, num_global_key_value_heads of them
+        # (vllm/model_executor/models/gemma4.py, per_layer_config); attention_k_eq_v still stores K and V.
+        full_kv = global_kv or kv_heads
+        if heads % full_kv:
+            raise SizingInputError({"num_global_key_value_heads": f"{full_kv} do not divide {heads} attention heads"})
+        groups = tuple(
+            dataclasses.replace(group, head_size=global_head or head_size, num_kv_heads=full_kv)
+            if group.kind == "full"
+            else group
+            for group in groups
+        )
+    if is_mla and cfg.get("index_topk") is not None:
+        # DeepSeek V3.2's indexer keeps an fp8 key with a float32 scale per 128 values for every token of
+        # every layer (deepseek_v2.py, DeepseekV32IndexerCache: head_dim + head_dim // 128 * 4 bytes).
+        index_dim = _optional_int(cfg, errors, "index_head_dim", maximum=1_000_000) or 128
+        indexer_bytes = index_dim + index_dim // 128 * 4
+    else:
+        indexer_bytes = 0
+    mtp_layers = 0
+    for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
+        mtp_layers = mtp_layers or (_optional_int(cfg, errors, key, minimum=0, maximum=1000) or 0)
+    if errors:
+        raise SizingInputError(errors)
 
     if tie is None:
         tie = model_type.startswith("gemma")  # Gemma configs tie by default; Llama-family configs say false
@@ -366,12 +747,31 @@ def model_spec_from_hf_config(
         tie_word_embeddings=tie,
         qkv_bias=bool(cfg.get("attention_bias") is True or model_type in ("qwen2", "qwen2_moe")),
         o_bias=cfg.get("attention_bias") is True,
-        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        qk_norm=model_type.startswith(("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5")),
         attention_sinks=model_type == "gpt_oss",
-        norms_per_layer=4 if model_type.startswith(("gemma2", "gemma3")) else 2,
+        norms_per_layer=4 if model_type.startswith(("gemma2", "gemma3")) else 1 if model_type == "nemotron_h" else 2,
         mla=mla_shape,
         moe=moe,
+        mixers=tuple("state" if kind == "state" else "none" if kind == "none" else "attention" for kind, _ in kinds)
+        if model_type == "nemotron_h" or state is not None
+        else (),
+        mlps=_nemotron_mlps(cfg) if model_type == "nemotron_h" else (),
+        state_params=state_mixer_params(state, hidden, conv_bias=cfg.get("use_conv_bias") is not False)
+        if state is not None
+        else 0,
+        gated_mlp=model_type != "nemotron_h",
+        attention_output_gate=model_type.startswith(("qwen3_next", "qwen3_5"))
+        and cfg.get("attn_output_gate", True) is not False,
     )
+    towers = 0
+    for key in ("vision_config", "audio_config"):
+        tower = config.get(key) if isinstance(config, Mapping) else None
+        if isinstance(tower, Mapping):
+            towers += tower_params(tower)
+    if towers:
+        count = dataclasses.replace(count, total=count.total + towers, active=count.active + towers)
+        if estimating:
+            notes.append(f"vision/audio towers counted: {towers / 1e9:.3f}B parameters (estimated from their configs)")
     if errors:
         raise SizingInputError(errors)
     given_errors: dict[str, str] = {}
@@ -392,6 +792,7 @@ def model_spec_from_hf_config(
     else:
         active = count.active
     expert_share = count.routed_experts / count.total if count.total else 0.0
+    unquantized_share = _unquantized_params(count, excluded_modules, kinds) / count.total if count.total else 0.0
     return ModelSpec(
         name=name or (hf_id or model_type or "custom model"),
         num_layers=layers,
@@ -416,9 +817,13 @@ def model_spec_from_hf_config(
         layer_pattern=pattern,
         tie_word_embeddings=tie,
         num_expert_params=round(total * expert_share),
+        unquantized_params=round(total * unquantized_share),
         num_experts=moe.num_experts if moe else 0,
         num_experts_per_tok=moe.experts_per_token if moe else 0,
         expert_intermediate_size=moe.expert_intermediate_size if moe else 0,
         quantization=quantization,
         notes=tuple(notes),
+        state=state,
+        num_mtp_layers=mtp_layers,
+        indexer_bytes_per_token=indexer_bytes,
     )

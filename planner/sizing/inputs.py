@@ -13,7 +13,7 @@ from .memory import default_max_num_batched_tokens, default_max_num_seqs
 from .model_spec import ModelSpec
 from .validation import as_choice, as_float, as_int
 
-WEIGHT_DTYPES = ("auto", "bfloat16", "float16", "fp8", "int8", "int4")
+WEIGHT_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "int8", "int4")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4")
 CONTEXT_ROUNDINGS = ("exact", "pow2")
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
@@ -48,6 +48,10 @@ class PlanInputs:
     engine_version: str = "latest"
     # Additions beyond docs/sizing-engine.md.
     max_num_seqs: int | None = None
+    # None: vLLM's default for the model and release (on for hybrid models from 0.28, see engine.py).
+    enable_prefix_caching: bool | None = None
+    # Speculative (e.g. MTP) tokens per step: more state blocks, and the model's MTP attention layers.
+    num_speculative_tokens: int = 0
 
 
 MAX_MODEL_LEN_LIMIT = 10_485_760  # 10Mi tokens: Llama 4 Scout's max_position_embeddings, the longest in use
@@ -73,6 +77,16 @@ def _check_model_parallel(model: ModelSpec, tp: int, pp: int, errors: dict[str, 
         )
     elif model.attention_kind != "MLA" and model.num_kv_heads % tp and tp % model.num_kv_heads:
         errors["tensor_parallel_size"] = f"{tp} neither divides nor is a multiple of {model.num_kv_heads} KV heads"
+    for group in model.layer_groups:
+        if (
+            "tensor_parallel_size" not in errors
+            and group.num_kv_heads
+            and group.num_kv_heads % tp
+            and tp % group.num_kv_heads
+        ):
+            errors["tensor_parallel_size"] = (
+                f"{tp} neither divides nor is a multiple of the {group.kind} layers' {group.num_kv_heads} KV heads"
+            )
     if pp > model.num_layers:
         errors["pipeline_parallel_size"] = f"{pp} stages for {model.num_layers} layers"
 
@@ -135,6 +149,9 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
     if inputs.max_model_len is not None:
         max_len = as_int(errors, "max_model_len", inputs.max_model_len, maximum=MAX_MODEL_LEN_LIMIT)
     concurrency = as_int(errors, "concurrency", inputs.concurrency, maximum=1_000_000)
+    speculative = as_int(errors, "num_speculative_tokens", inputs.num_speculative_tokens, minimum=0, maximum=64)
+    if inputs.enable_prefix_caching is not None and not isinstance(inputs.enable_prefix_caching, bool):
+        errors["enable_prefix_caching"] = "must be true, false or null (vLLM's default)"
     prompt = output = shared = None
     if inputs.prompt_tokens is not None:
         prompt = as_int(errors, "prompt_tokens", inputs.prompt_tokens, minimum=0, maximum=MAX_MODEL_LEN_LIMIT)
@@ -196,6 +213,20 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
         notes.append(("max_num_seqs", str(seqs), f"{vllm_defaults}: 1024 on GPUs >= 70 GiB but A100, else 256"))
     if max_len is None:
         notes.append(("max_model_len", str(resolved_len), "the model's max_position_embeddings (vLLM default)"))
+    prefix_caching = inputs.enable_prefix_caching
+    if prefix_caching is None:
+        prefix_caching = rules.hybrid_prefix_caching if model.has_state else True
+        if model.has_state:
+            notes.append(
+                (
+                    "enable_prefix_caching",
+                    str(prefix_caching).lower(),
+                    f"vLLM default for hybrid models on engine {rules.label} (on from 0.28; "
+                    "engine/arg_utils.py _set_default_chunked_prefill_and_prefix_caching_args)",
+                )
+            )
+    if model.attention_kind == "MLA" and model.indexer_bytes_per_token and block_size != 64:
+        errors["block_size"] = "DeepSeek V3.2's indexer cache runs with block size 64 only (its CUDA backend)"
     if inputs.kv_cache_dtype in WHAT_IF_KV_DTYPES:
         warnings.append(
             f"{inputs.kv_cache_dtype} KV cache is a what-if: not supported by every engine "
@@ -207,6 +238,9 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
         warnings.append("vLLM has no fp16 --kv-cache-dtype: 'auto' caches in the model dtype")
     if inputs.weight_dtype in ("int8", "int4"):
         warnings.append(f"{inputs.weight_dtype} weights need a pre-quantised checkpoint (AWQ/GPTQ); sized, not served")
+    if errors:
+        raise SizingInputError(errors)
+    assert speculative is not None
     resolved = dataclasses.replace(
         inputs,
         gpu_count=gpu_count,
@@ -219,5 +253,7 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
         max_model_len=resolved_len,
         concurrency=concurrency,
         engine_version=inputs.engine_version.strip() or "latest",
+        enable_prefix_caching=prefix_caching,
+        num_speculative_tokens=speculative,
     )
     return Resolved(resolved, rules, gpu_count // (tp * pp), tuple(notes), tuple(warnings))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .model_spec import ModelSpec
+from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
 
 # Bytes per cached element. int8/int4 are what-if options: vLLM has no such --kv-cache-dtype.
 KV_ELEMENT_BYTES = {
@@ -41,11 +41,49 @@ def kv_heads_per_rank(model: ModelSpec, tensor_parallel_size: int) -> int:
     return max(1, model.num_kv_heads // tensor_parallel_size)
 
 
-def kv_bytes_per_token_per_layer(model: ModelSpec, tensor_parallel_size: int, element_bytes: float) -> int:
-    """One layer, one token, one rank: ``2 * heads * head_size * e`` (K and V); MLA ``head_size * e``."""
-    heads = kv_heads_per_rank(model, tensor_parallel_size)
-    factor = 1 if model.attention_kind == "MLA" else 2
-    return math.ceil(factor * heads * model.head_size * element_bytes)
+# DeepSeek V3.2's fp8 latent format: 512 fp8 values, 4 float32 scales and 64 bf16 RoPE values per token
+# (v1/attention/backends/mla/flashmla_sparse.py, the "FP8 with scale" layout).
+FP8_DS_MLA_BYTES = 656
+
+
+def kv_bytes_per_token_per_layer(
+    model: ModelSpec,
+    tensor_parallel_size: int,
+    element_bytes: float,
+    kv_cache_dtype: str = "auto",
+    group: LayerGroup | None = None,
+) -> int:
+    """One attention layer, one token, one rank: ``2 * heads * head_size * e`` (K and V); MLA
+    ``head_size * e``. A sparse-MLA model (DeepSeek V3.2) adds its indexer key, and with an fp8 cache
+    stores the latent as ``fp8_ds_mla`` (656 bytes). ``group``: a layer group with its own shape."""
+    if model.attention_kind == "MLA":
+        if model.indexer_bytes_per_token and kv_cache_dtype.startswith("fp8"):
+            return FP8_DS_MLA_BYTES + model.indexer_bytes_per_token
+        return math.ceil(model.head_size * element_bytes) + model.indexer_bytes_per_token
+    total_heads = group.num_kv_heads if group is not None and group.num_kv_heads else model.num_kv_heads
+    head_size = group.head_size if group is not None and group.head_size else model.head_size
+    heads = max(1, total_heads // tensor_parallel_size)
+    return math.ceil(2 * heads * head_size * element_bytes)
+
+
+def group_bytes_per_token(
+    model: ModelSpec, tensor_parallel_size: int, element_bytes: float, kv_cache_dtype: str
+) -> tuple[int, ...]:
+    """Per layer group: bytes per token per layer on one rank (0 for state and cacheless groups)."""
+    return tuple(
+        kv_bytes_per_token_per_layer(model, tensor_parallel_size, element_bytes, kv_cache_dtype, group)
+        if group.kind in ATTENTION_LAYER_KINDS
+        else 0
+        for group in model.layer_groups
+    )
+
+
+def unified_block_sizes(group_bytes: tuple[int, ...], block_size: int) -> tuple[int, ...]:
+    """Per layer group: its block size once vLLM unifies page sizes (``unify_kv_cache_spec_page_size``):
+    a group whose page divides the largest page grows its block by the ratio; one that does not keeps
+    its block and pads its page."""
+    largest = max(group_bytes)
+    return tuple(block_size * (largest // size) if size and largest % size == 0 else block_size for size in group_bytes)
 
 
 def pipeline_stages(num_layers: int, pipeline_parallel_size: int) -> list[range]:
@@ -66,7 +104,7 @@ class StageGroups:
     """One pipeline stage's KV cache groups.
 
     vLLM groups a hybrid model's layers so every group has ``group_size`` layer slots: the smallest
-    attention type's layer count (or the largest, when they are within 25%); each type is split into
+    attention type's layer count (or the largest, when it is under 1.5x the smallest); each type is split into
     ``ceil(n / group_size)`` groups. One block holds a page for each of ``group_size`` layers, so
     ``num_blocks = budget // (page_size * group_size)``, and every group draws from the same pool.
     """
@@ -76,25 +114,41 @@ class StageGroups:
     groups: tuple[tuple[int, int, int], ...]  # (layer group index, layers of that kind, kv cache groups)
 
 
-def stage_groups(model: ModelSpec, layers: range) -> StageGroups:
+def stage_groups(model: ModelSpec, layers: range, *, extra_full_layers: int = 0) -> StageGroups:
+    """``extra_full_layers``: draft (MTP) attention layers vLLM adds to this stage's KV cache."""
     counts: dict[int, int] = {}
     for layer in layers:
         index = model.layer_pattern[layer]
+        if model.layer_groups[index].kind == "none":
+            continue
         counts[index] = counts.get(index, 0) + 1
+    if extra_full_layers:
+        full = next((i for i, group in enumerate(model.layer_groups) if group.kind == "full"), None)
+        if full is not None:
+            counts[full] = counts.get(full, 0) + extra_full_layers
+    if not counts:  # a pipeline stage of cacheless layers only
+        return StageGroups(0, 1, ())
     if len(counts) == 1:
         ((index, count),) = counts.items()
         return StageGroups(count, count, ((index, count, 1),))
     smallest = min(counts.values())
     largest = max(counts.values())
-    group_size = largest if largest < smallest * 1.25 else smallest
+    # vLLM 0.33 _get_kv_cache_groups_uniform_page_size: the largest count when within 1.5x of the smallest.
+    group_size = largest if largest < smallest * 1.5 else smallest
     groups = tuple((index, count, math.ceil(count / group_size)) for index, count in sorted(counts.items()))
-    return StageGroups(len(layers), group_size, groups)
+    return StageGroups(sum(counts.values()), group_size, groups)
 
 
-def worst_case_blocks(kind: str, window: int | None, length: int, block_size: int, in_flight: int) -> int:
-    """Blocks one request of ``length`` tokens may hold in one group (vLLM's admission worst case)."""
+def worst_case_blocks(
+    kind: str, window: int | None, length: int, block_size: int, in_flight: int, state_blocks: int = 1
+) -> int:
+    """Blocks one request of ``length`` tokens may hold in one group (vLLM's admission worst case).
+
+    A state group holds ``state_blocks`` whatever the length (``MambaSpec.max_memory_usage_bytes``)."""
     if length <= 0:
         return 0
+    if kind == "state":
+        return state_blocks
     if kind == "full" or window is None:
         return math.ceil(length / block_size)
     if kind == "sliding_window":
@@ -102,12 +156,23 @@ def worst_case_blocks(kind: str, window: int | None, length: int, block_size: in
     return math.ceil(min(window + in_flight, length) / block_size)  # chunked_local
 
 
-def request_blocks(model: ModelSpec, stage: StageGroups, length: int, block_size: int, in_flight: int) -> int:
-    """Blocks one request of ``length`` tokens needs, summed over the stage's KV cache groups."""
+def request_blocks(
+    model: ModelSpec,
+    stage: StageGroups,
+    length: int,
+    block_size: int,
+    in_flight: int,
+    state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
+) -> int:
+    """Blocks one request of ``length`` tokens needs, summed over the stage's KV cache groups.
+
+    ``block_sizes``: per layer group, when page unification gave groups different block sizes."""
     total = 0
     for index, _count, num_groups in stage.groups:
         group = model.layer_groups[index]
-        total += num_groups * worst_case_blocks(group.kind, group.window, length, block_size, in_flight)
+        size = block_sizes[index] if block_sizes else block_size
+        total += num_groups * worst_case_blocks(group.kind, group.window, length, size, in_flight, state_blocks)
     return total
 
 
@@ -119,14 +184,17 @@ def max_length_for_blocks(
     block_size: int,
     in_flight: int,
     upper: int,
+    state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
 ) -> int:
     """Largest length <= ``upper`` whose worst case times ``concurrency`` fits (``estimate_max_model_len``)."""
-    if concurrency * request_blocks(model, stage, 1, block_size, in_flight) > blocks:
+    if concurrency * request_blocks(model, stage, 1, block_size, in_flight, state_blocks, block_sizes) > blocks:
         return 0
     low, high = 1, upper
     while low < high:
         middle = (low + high + 1) // 2
-        if concurrency * request_blocks(model, stage, middle, block_size, in_flight) <= blocks:
+        needed = request_blocks(model, stage, middle, block_size, in_flight, state_blocks, block_sizes)
+        if concurrency * needed <= blocks:
             low = middle
         else:
             high = middle - 1

@@ -27,6 +27,18 @@ LARGE_GPU_BYTES = 70 * GIB
 # Weight bytes per parameter. Quantised formats keep embeddings and the LM head in 16 bits.
 INT4_BYTES_PER_PARAM = 0.5 + 2 / 128  # 4-bit weights plus an fp16 scale per group of 128
 MXFP4_BYTES_PER_PARAM = 0.5 + 1 / 32  # 4-bit weights plus an e8m0 scale per block of 32 (gpt-oss experts)
+# Bytes per parameter including scales: NVFP4 4-bit values with an fp8 scale per 16 (0.5625); FP8 with a
+# float32 scale per 128x128 block (DeepSeek-style weight_block_size); int4 with an fp16 scale per group
+# of 128 (AWQ/GPTQ W4A16; GPTQ's per-channel g_idx is not counted).
+NVFP4_BYTES_PER_PARAM = 0.5 + 1 / 16
+FP8_BLOCK_BYTES_PER_PARAM = 1 + 4 / (128 * 128)
+QUANTISED_BYTES_PER_PARAM = {
+    "fp8": 1.0,
+    "fp8_block": FP8_BLOCK_BYTES_PER_PARAM,
+    "int8": 1.0,
+    "int4": INT4_BYTES_PER_PARAM,
+    "nvfp4": NVFP4_BYTES_PER_PARAM,
+}
 # vLLM pads MXFP4 expert matrices for its kernels: hidden and intermediate sizes rounded up to a
 # multiple of 128 (2880 -> 2944 for gpt-oss, 4.5% more expert bytes). Logged weights at tp 1 (H100,
 # llm-d-benchmark): gpt-oss-20b 13.47 GiB, gpt-oss-120b 64.38 GiB; unpadded estimates are 4.9% and
@@ -102,6 +114,15 @@ class WeightBytes:
     description: str
 
 
+def serving_dtype(model: ModelSpec, weight_dtype: str) -> str:
+    """The dtype vLLM runs the model in: ``--dtype`` when given; under ``auto`` the config's dtype, except
+    that float32 checkpoints are downcast to bfloat16 (``config/model.py``, ``_resolve_auto_dtype``). The
+    KV cache's ``auto`` dtype follows it (``vllm/config/cache.py``)."""
+    if weight_dtype in ("bfloat16", "float16", "float32"):
+        return weight_dtype
+    return "bfloat16" if model.dtype == "float32" else model.dtype
+
+
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
@@ -118,24 +139,30 @@ def weight_bytes(model: ModelSpec, weight_dtype: str) -> WeightBytes:
     """Bytes of the whole model's weights in ``weight_dtype`` (``auto``: the checkpoint's format)."""
     fmt = weight_dtype
     if fmt == "auto":
-        fmt = model.quantization or "bfloat16"  # float32 checkpoints load as 16-bit under dtype=auto
+        fmt = model.quantization or serving_dtype(model, "auto")
     embeddings = min(model.embedding_params, model.num_params)
     experts = min(model.num_expert_params, model.num_params - embeddings)
-    if fmt in ("bfloat16", "float16"):
-        expert_bytes = 2.0 * experts
-        total = 2.0 * model.num_params
-        description = f"{fmt}: 2 bytes per parameter"
+    if fmt in ("bfloat16", "float16", "float32"):
+        size = 4.0 if fmt == "float32" else 2.0
+        expert_bytes = size * experts
+        total = size * model.num_params
+        description = f"{fmt}: {size:g} bytes per parameter"
     elif fmt == "mxfp4":
         expert_bytes = MXFP4_BYTES_PER_PARAM * experts * _mxfp4_padding(model)
         total = expert_bytes + 2.0 * (model.num_params - experts)
         description = "MXFP4 experts (4.25 bits per parameter, padded to multiples of 128), other weights 16-bit"
     else:
-        per_param = {"fp8": 1.0, "int8": 1.0, "int4": INT4_BYTES_PER_PARAM}[fmt]
+        if fmt.startswith("int4_g"):
+            per_param = 0.5 + 2 / int(fmt.removeprefix("int4_g"))  # 4-bit values, an fp16 scale per group
+        else:
+            per_param = QUANTISED_BYTES_PER_PARAM[fmt]
         expert_bytes = per_param * experts
-        total = 2.0 * embeddings + per_param * (model.num_params - embeddings)
-        description = f"{fmt}: {per_param:g} bytes per parameter, embeddings and LM head 16-bit"
-        if fmt == "int4":
-            description += " (fp16 scale per 128-weight group)"
+        # The checkpoint's exclude list keeps some modules in 16 bits (online --quantization fp8 does not).
+        kept = min(model.unquantized_params, model.num_params - embeddings) if fmt == model.quantization else 0
+        total = 2.0 * (embeddings + kept) + per_param * (model.num_params - embeddings - kept)
+        description = f"{fmt}: {per_param:.5g} bytes per parameter with scales, embeddings and LM head 16-bit"
+        if kept:
+            description += f", {kept / 1e9:.2f}B parameters the checkpoint leaves unquantised 16-bit"
     return WeightBytes(total=math.ceil(total), routed_experts=math.ceil(expert_bytes), description=description)
 
 

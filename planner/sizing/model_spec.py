@@ -7,18 +7,64 @@ from dataclasses import dataclass, field
 from .errors import SizingInputError
 from .validation import as_choice, as_int
 
-LAYER_KINDS = ("full", "sliding_window", "chunked_local")
+# "state": a recurrent-state layer (Mamba, gated delta net): a fixed-size state per request, no per-token KV.
+# "none": a layer without any cache (Nemotron-H's MLP and MoE layers), kept so pipeline stages split right.
+LAYER_KINDS = ("full", "sliding_window", "chunked_local", "state", "none")
+ATTENTION_LAYER_KINDS = ("full", "sliding_window", "chunked_local")
+STATE_KINDS = ("mamba1", "mamba2", "gdn", "linear")
+STATE_DTYPES = ("bfloat16", "float16", "float32")
 ATTENTION_KINDS = ("MHA", "GQA", "MQA", "MLA")
 MODEL_DTYPES = ("bfloat16", "float16", "float32")
 
 
 @dataclass(frozen=True)
 class LayerGroup:
-    """Layers sharing one attention kind. ``window`` is the sliding window or the chunk, in tokens."""
+    """Layers sharing one attention kind. ``window`` is the sliding window or the chunk, in tokens.
+
+    ``head_size`` / ``num_kv_heads``: this group's own cached shape where it differs from the model's
+    (Gemma 4's full layers: ``global_head_dim`` and ``num_global_key_value_heads``); None = the model's."""
 
     kind: str
     num_layers: int
     window: int | None = None
+    head_size: int | None = None
+    num_kv_heads: int | None = None
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """The recurrent state one ``state`` layer keeps per request (vLLM's ``MambaSpec``), before the tp split.
+
+    Shapes follow ``MambaStateShapeCalculator`` (``vllm/model_executor/layers/mamba/mamba_utils.py``):
+    ``mamba2`` uses ``intermediate_size``, ``n_groups``, ``num_heads``, ``head_dim``, ``state_size``,
+    ``conv_kernel``; ``mamba1`` uses ``intermediate_size``, ``state_size``, ``conv_kernel``; ``gdn`` (gated
+    delta net) uses ``num_k_heads``, ``head_k_dim``, ``num_heads`` (value heads), ``head_dim`` (value head
+    dim), ``conv_kernel``; ``linear`` uses ``num_heads`` and ``head_dim``. ``conv_dtype`` ``None`` follows the
+    model dtype (``mamba_cache_dtype=auto``); ``ssm_dtype`` ``None`` follows the conv dtype.
+    """
+
+    kind: str
+    intermediate_size: int = 0
+    n_groups: int = 0
+    num_heads: int = 0
+    head_dim: int = 0
+    state_size: int = 0
+    conv_kernel: int = 0
+    num_k_heads: int = 0
+    head_k_dim: int = 0
+    conv_dtype: str | None = None
+    ssm_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        errors: dict[str, str] = {}
+        as_choice(errors, "state.kind", self.kind, STATE_KINDS)
+        for name in ("intermediate_size", "n_groups", "num_heads", "head_dim", "state_size", "conv_kernel"):
+            as_int(errors, f"state.{name}", getattr(self, name), minimum=0, maximum=10**9)
+        for name in ("conv_dtype", "ssm_dtype"):
+            if getattr(self, name) is not None:
+                as_choice(errors, f"state.{name}", getattr(self, name), STATE_DTYPES)
+        if errors:
+            raise SizingInputError(errors)
 
 
 @dataclass(frozen=True)
@@ -61,6 +107,15 @@ class ModelSpec:
     expert_intermediate_size: int = 0
     quantization: str | None = None
     notes: tuple[str, ...] = field(default=())
+    # The recurrent state of ``state`` layers (hybrid models); None when the model has none.
+    state: StateSpec | None = None
+    # Multi-token-prediction layers (draft layers vLLM runs with --speculative-config method mtp); each
+    # adds a full-attention layer to the KV cache when speculative tokens are on.
+    num_mtp_layers: int = 0
+    # DeepSeek V3.2's sparse-attention indexer: its key cache per token per layer (bytes), 0 when none.
+    indexer_bytes_per_token: int = 0
+    # Weights a quantised checkpoint keeps in 16 bits besides the embeddings and LM head (its exclude list).
+    unquantized_params: int = 0
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}
@@ -93,9 +148,9 @@ class ModelSpec:
                 break
             as_choice(errors, "layer_groups", group.kind, LAYER_KINDS)
             as_int(errors, "layer_groups", group.num_layers, maximum=100_000)
-            if group.kind == "full":
+            if group.kind in ("full", "state", "none"):
                 if group.window is not None:
-                    errors["layer_groups"] = "full-attention groups have no window"
+                    errors["layer_groups"] = f"{group.kind} groups have no window"
             else:
                 as_int(errors, "layer_groups", group.window, maximum=2**40)
         if not errors and sum(group.num_layers for group in groups) != self.num_layers:
@@ -110,6 +165,10 @@ class ModelSpec:
                 or any(pattern.count(i) != group.num_layers for i, group in enumerate(groups))
             ):
                 errors["layer_pattern"] = "must give each layer's group index, matching layer_groups"
+        if not errors and any(group.kind == "state" for group in groups) and self.state is None:
+            errors["state"] = "state layers need the state's shape (StateSpec)"
+        if not errors and not any(group.kind in ATTENTION_LAYER_KINDS for group in groups):
+            errors["layer_groups"] = "attention-free models (no attention layer) are not supported yet"
         if errors:
             raise SizingInputError(errors)
         object.__setattr__(self, "layer_groups", tuple(groups))
@@ -119,7 +178,20 @@ class ModelSpec:
 
     @property
     def is_hybrid(self) -> bool:
-        return len(self.layer_groups) > 1
+        return len([group for group in self.layer_groups if group.kind != "none"]) > 1
+
+    @property
+    def has_state(self) -> bool:
+        """Whether some layers keep a recurrent state (vLLM's hybrid attention + Mamba models)."""
+        return any(group.kind == "state" for group in self.layer_groups)
+
+    @property
+    def num_attention_layers(self) -> int:
+        return sum(group.num_layers for group in self.layer_groups if group.kind in ATTENTION_LAYER_KINDS)
+
+    @property
+    def num_state_layers(self) -> int:
+        return sum(group.num_layers for group in self.layer_groups if group.kind == "state")
 
     @property
     def embedding_params(self) -> int:

@@ -9,7 +9,11 @@ the published checkpoints in the catalog (tests/planner/sizing/test_params.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from .model_spec import StateSpec
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,9 @@ class MoeShape:
     expert_biases: bool = False
     router_bias: bool = False
     shared_expert_gate: bool = False
+    gated: bool = True  # gate/up/down (SwiGLU) or up/down only (Nemotron-H's relu2 experts)
+    expert_hidden_size: int = 0  # the experts' input width when routed in a latent space; 0 = hidden size
+    extra_params_per_layer: int = 0  # latent projections in and out of the experts
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,12 @@ class ParamCount:
     total: int
     active: int
     routed_experts: int
+    # Shares a checkpoint may leave unquantised (its exclude_modules / ignore lists name them).
+    attention: int = 0
+    state: int = 0
+    shared_experts: int = 0
+    dense_mlp: int = 0
+    embeddings: int = 0
 
 
 def estimate_params(
@@ -58,7 +71,15 @@ def estimate_params(
     norms_per_layer: int = 2,
     mla: MlaShape | None = None,
     moe: MoeShape | None = None,
+    mixers: tuple[str, ...] = (),
+    mlps: tuple[str, ...] = (),
+    state_params: int = 0,
+    gated_mlp: bool = True,
+    attention_output_gate: bool = False,
 ) -> ParamCount:
+    """``mixers`` gives each layer's mixer (``attention``, ``state`` with ``state_params`` weights, or
+    ``none``) and ``mlps`` its MLP (``dense``, ``moe`` or ``none``); empty means attention and the MoE
+    pattern (or a dense MLP) on every layer. ``attention_output_gate`` doubles q_proj (Qwen3-Next/3.5)."""
     h = hidden_size
     if mla is not None:
         qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
@@ -72,7 +93,7 @@ def estimate_params(
     else:
         q_width = num_attention_heads * head_dim
         kv_width = num_kv_heads * head_dim
-        attention = h * (q_width + 2 * kv_width) + q_width * h
+        attention = h * (q_width * (2 if attention_output_gate else 1) + 2 * kv_width) + q_width * h
         if qkv_bias:
             attention += q_width + 2 * kv_width
         if o_bias:
@@ -81,26 +102,120 @@ def estimate_params(
             attention += 2 * head_dim
         if attention_sinks:
             attention += num_attention_heads
-    per_layer_fixed = attention + norms_per_layer * h
-
     total = 0
     active = 0
     routed = 0
+    parts = {"attention": 0, "state": 0, "shared": 0, "dense": 0}
     for layer in range(num_layers):
-        total += per_layer_fixed
-        active += per_layer_fixed
-        if moe is None or not moe.moe_layers[layer]:
-            inter = moe.dense_intermediate_size if moe is not None else intermediate_size
-            total += 3 * h * inter
-            active += 3 * h * inter
+        mixer = mixers[layer] if mixers else "attention"
+        fixed = norms_per_layer * h + (attention if mixer == "attention" else state_params if mixer == "state" else 0)
+        if mixer == "attention":
+            parts["attention"] += attention
+        elif mixer == "state":
+            parts["state"] += state_params
+        total += fixed
+        active += fixed
+        mlp = mlps[layer] if mlps else "moe" if moe is not None and moe.moe_layers[layer] else "dense"
+        if mlp == "none":
             continue
-        expert = 3 * h * moe.expert_intermediate_size
+        if mlp == "dense" or moe is None:
+            inter = moe.dense_intermediate_size if moe is not None else intermediate_size
+            total += (3 if gated_mlp else 2) * h * inter
+            active += (3 if gated_mlp else 2) * h * inter
+            parts["dense"] += (3 if gated_mlp else 2) * h * inter
+            continue
+        matrices = 3 if moe.gated else 2
+        expert = matrices * (moe.expert_hidden_size or h) * moe.expert_intermediate_size
         if moe.expert_biases:
             expert += 2 * moe.expert_intermediate_size + h
         router = h * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
-        shared = 3 * h * moe.shared_intermediate_size + (h if moe.shared_expert_gate else 0)
+        shared = matrices * h * moe.shared_intermediate_size + (h if moe.shared_expert_gate else 0)
         routed += moe.num_experts * expert
-        total += moe.num_experts * expert + router + shared
-        active += moe.experts_per_token * expert + router + shared
+        parts["shared"] += shared
+        total += moe.num_experts * expert + router + shared + moe.extra_params_per_layer
+        active += moe.experts_per_token * expert + router + shared + moe.extra_params_per_layer
     embeddings = vocab_size * h * (1 if tie_word_embeddings else 2) + h  # + final norm
-    return ParamCount(total=total + embeddings, active=active + embeddings, routed_experts=routed)
+    return ParamCount(
+        total=total + embeddings,
+        active=active + embeddings,
+        routed_experts=routed,
+        attention=parts["attention"],
+        state=parts["state"],
+        shared_experts=parts["shared"],
+        dense_mlp=parts["dense"],
+        embeddings=embeddings,
+    )
+
+
+def state_mixer_params(state: StateSpec, hidden_size: int, *, conv_bias: bool = True) -> int:
+    """Weights of one recurrent-state mixer (the layer's attention replacement).
+
+    Mamba2 (``MambaMixer2``): in_proj to z, x, B, C and dt, the depthwise conv, dt_bias / A_log / D per
+    head, the gated norm and out_proj. Mamba1 (``MambaMixer``): in_proj to x and z, conv, x_proj to
+    dt/B/C with dt rank ceil(hidden / 16), dt_proj, A_log, D, out_proj. Gated delta net
+    (Qwen3-Next/3.5): q/k/v/z and b/a projections, conv over q, k and v, dt_bias and A_log per value
+    head, the per-head-dim norm and out_proj.
+    """
+    h = hidden_size
+    if state.kind == "mamba2":
+        inner, groups, heads = state.intermediate_size, state.n_groups, state.num_heads
+        conv_dim = inner + 2 * groups * state.state_size
+        conv = conv_dim * state.conv_kernel + (conv_dim if conv_bias else 0)
+        return h * (2 * inner + 2 * groups * state.state_size + heads) + conv + 3 * heads + inner + inner * h
+    if state.kind == "mamba1":
+        inner, rank = state.intermediate_size, -(-h // 16)
+        conv = inner * state.conv_kernel + (inner if conv_bias else 0)
+        return (
+            h * 2 * inner
+            + conv
+            + inner * (rank + 2 * state.state_size)
+            + rank * inner
+            + inner
+            + inner * state.state_size
+            + inner
+            + inner * h
+        )
+    if state.kind == "gdn":
+        key = state.num_k_heads * state.head_k_dim
+        value = state.num_heads * state.head_dim
+        conv = (2 * key + value) * state.conv_kernel
+        return (
+            h * (2 * key + 2 * value)
+            + h * 2 * state.num_heads
+            + conv
+            + 2 * state.num_heads
+            + state.head_dim
+            + value * h
+        )
+    width = state.num_heads * state.head_dim  # linear attention: q, k, v, o projections
+    return 4 * h * width
+
+
+def tower_params(tower: Mapping[str, Any]) -> int:
+    """Weights of a vision or audio encoder from its config: a transformer of ``depth`` blocks (attention
+    with q/k/v/o, an MLP of two matrices, two norms with biases) plus the patch embedding and a projector
+    to ``out_hidden_size``. An estimate for towers whose exact layout varies by family; 0 when the config
+    does not give the shapes."""
+    width = _first_int(tower, ("hidden_size", "embed_dim", "d_model", "width"))
+    depth = _first_int(tower, ("depth", "num_hidden_layers", "num_layers", "encoder_layers"))
+    inner = _first_int(tower, ("intermediate_size", "encoder_ffn_dim", "mlp_dim")) or 4 * width
+    if not width or not depth:
+        return 0
+    block = 4 * width * width + 4 * width + 2 * width * inner + inner + width + 4 * width
+    patch = _first_int(tower, ("patch_size",)) or 0
+    channels = _first_int(tower, ("in_channels", "num_channels")) or 3
+    temporal = _first_int(tower, ("temporal_patch_size",)) or 1
+    embedding = channels * patch * patch * temporal * width + width if patch else 0
+    out = _first_int(tower, ("out_hidden_size", "projection_dim", "output_dim")) or 0
+    merge = _first_int(tower, ("spatial_merge_size",)) or 1
+    merged = width * merge * merge
+    projector = merged * merged + merged * out if out else 0
+    return depth * block + embedding + projector
+
+
+def _first_int(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> int:
+    for key in keys:
+        value = mapping.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**7:
+            return value
+    return 0

@@ -13,21 +13,32 @@ from typing import Any
 
 from .advice import AdviceRow
 from .command import vllm_command
-from .engine import EngineRules
 from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
     StageGroups,
-    kv_bytes_per_token_per_layer,
+    group_bytes_per_token,
     kv_element_bytes,
     max_length_for_blocks,
     pipeline_stages,
     request_blocks,
     stage_groups,
+    unified_block_sizes,
+    worst_case_blocks,
 )
-from .memory import activation_bytes, non_torch_bytes, weight_bytes
-from .model_spec import ModelSpec
+from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
+from .model_spec import ATTENTION_LAYER_KINDS
 from .speed import Estimates, SpeedModel, estimate
+from .state_cache import (
+    GDN_FLASHINFER_CHECKPOINT_ALIGNMENT,
+    MLA_HYBRID_KERNEL_BLOCK,
+    STATE_DTYPE_BYTES,
+    gdn_flashinfer_prefill,
+    has_prefill_checkpoint,
+    hybrid_block_size,
+    state_blocks_per_request,
+    state_page_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,14 @@ class Plan:
     kv_groups: tuple[KvCacheGroup, ...] = ()
     in_flight_tokens: int = 0
     data_parallel_size: int = 1
+    # What vLLM prints as "GPU KV cache size: N tokens" and "Maximum concurrency" for this release; from
+    # 0.24 the tokens are concurrency x max_model_len, not blocks x block size, for multi-group models.
+    reported_kv_cache_tokens: int = 0
+    reported_max_concurrency: float = 0.0
+    reported_tokens_rule: str = ""
+    # Hybrid models: one state layer's page per rank (unpadded) and the state blocks each request holds.
+    state_page_bytes: int = 0
+    state_blocks_per_request: int = 0
     # The longest max_model_len vLLM would start with on this memory (one request of that length fits,
     # capped by the model's positions): vLLM's estimate_max_model_len. Not capped by the scenario's setting.
     longest_max_model_len: int = 0
@@ -130,8 +149,10 @@ class Plan:
     starts: bool = True
     shortfall_bytes_per_gpu: int = 0
     speed_model: SpeedModel | None = field(default=None, repr=False, compare=False)
-    # The pipeline stage whose requests need the most blocks (what every context figure is computed on).
+    # The pipeline stage whose requests need the most blocks, and each layer group's block size when page
+    # sizes were unified (what every context figure is computed on; see context_curve).
     binding_stage: StageGroups | None = field(default=None, repr=False, compare=False)
+    group_block_sizes: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
 
 TABLE_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -152,52 +173,50 @@ class _Stage:
 
 
 def _kv_limited_length(
-    inputs: PlanInputs, stage: StageGroups, blocks: int, concurrency: int, in_flight: int, upper: int
+    inputs: PlanInputs,
+    stage: StageGroups,
+    blocks: int,
+    concurrency: int,
+    in_flight: int,
+    upper: int,
+    state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
 ) -> int:
     model = inputs.model
     block_size = inputs.block_size
     assert block_size is not None
-    if all(model.layer_groups[index].kind == "full" for index, _, _ in stage.groups):
-        # Full attention only: c * groups * ceil(T / bs) <= blocks, solved directly.
-        num_groups = sum(groups for _, _, groups in stage.groups)
-        return min(upper, (blocks // (concurrency * num_groups)) * block_size)
-    direct = _windowed_limited_length(inputs, stage, blocks, concurrency, in_flight, upper)
-    if direct is not None:
-        return direct
-    return max_length_for_blocks(model, stage, blocks, concurrency, block_size, in_flight, upper)
-
-
-def _windowed_limited_length(
-    inputs: PlanInputs, stage: StageGroups, blocks: int, concurrency: int, in_flight: int, upper: int
-) -> int | None:
-    """The same answer as the binary search when it lies where every window is already full, else None.
-
-    Past ``window - 1 + in_flight`` tokens (``window + in_flight`` for chunks) a windowed group's worst case
-    stops growing, so a request then needs ``full_groups x ceil(T / bs) + windowed`` blocks: solved directly.
-    """
-    model, block_size = inputs.model, inputs.block_size
-    assert block_size is not None
-    saturated_from = 0
-    full_groups = 0
-    for index, _count, num_groups in stage.groups:
+    # Solved directly where it can be: c * (F * ceil(T / bs_full) + K) <= blocks, with F the full-attention
+    # groups and K the blocks every other group holds once T is past the point where it stops growing (a
+    # state group's fixed blocks; a window or chunk plus the in-flight tokens). Valid when the answer lies
+    # past that point; otherwise (or without full attention) the binary search below decides.
+    full = 0
+    full_block = block_size
+    fixed = 0
+    saturation = 0
+    for index, _, groups in stage.groups:
         group = model.layer_groups[index]
-        if group.kind == "full" or group.window is None:
-            full_groups += num_groups
-        elif group.kind in ("sliding_window", "chunked_local"):
-            reach = group.window - 1 + in_flight if group.kind == "sliding_window" else group.window + in_flight
-            saturated_from = max(saturated_from, reach)
-        else:
-            return None  # a kind whose worst case this shortcut does not know
-    if upper < saturated_from:
-        return None
-    windowed = request_blocks(model, stage, saturated_from, block_size, in_flight) - full_groups * -(
-        -saturated_from // block_size
+        size = block_sizes[index] if block_sizes else block_size
+        if group.kind == "full":
+            full += groups
+            full_block = size
+            continue
+        if group.kind == "sliding_window" and group.window is not None:
+            saturation = max(saturation, group.window - 1 + in_flight)
+        elif group.kind == "chunked_local" and group.window is not None:
+            saturation = max(saturation, group.window + in_flight)
+        fixed += groups * worst_case_blocks(group.kind, group.window, max(saturation, 1), size, in_flight, state_blocks)
+    per_request = blocks // concurrency - fixed
+    if full:
+        if per_request < full and not saturation:
+            return 0
+        length = (per_request // full) * full_block if per_request >= full else 0
+        if length >= saturation and length > 0:
+            return min(upper, length)
+    elif per_request >= 0:
+        return upper
+    return max_length_for_blocks(
+        model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes
     )
-    per_request = blocks // concurrency
-    if full_groups == 0:
-        return upper if per_request >= windowed else None
-    length = (per_request - windowed) // full_groups * block_size
-    return min(upper, length) if length >= saturated_from else None
 
 
 def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
@@ -209,61 +228,136 @@ def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
     return prompt, output, context
 
 
-# The layer grouping of a model at a pipeline size walks every layer; a search or the advice plans the
-# same model dozens of times, so keep recent groupings. Keyed by the model object (ModelSpec is frozen;
-# the entry holds it, so the id cannot be reused while the entry lives).
-_GROUPING_CACHE: dict[tuple[int, int], tuple[ModelSpec, tuple[StageGroups, ...], dict[int, int]]] = {}
-_GROUPING_CACHE_MAX = 256
-
-
-def _grouping(model: ModelSpec, pp: int) -> tuple[tuple[StageGroups, ...], dict[int, int]]:
-    key = (id(model), pp)
-    hit = _GROUPING_CACHE.get(key)
-    if hit is not None and hit[0] is model:
-        return hit[1], hit[2]
-    stages = pipeline_stages(model.num_layers, pp)
-    groups = tuple(stage_groups(model, layers) for layers in stages)
-    kinds: dict[int, int] = {}
-    for layer in max(stages, key=len):
-        index = model.layer_pattern[layer]
-        kinds[index] = kinds.get(index, 0) + 1
-    if len(_GROUPING_CACHE) >= _GROUPING_CACHE_MAX:
-        _GROUPING_CACHE.clear()
-    _GROUPING_CACHE[key] = (model, groups, kinds)
-    return groups, kinds
-
-
-def _stage_groups(model: ModelSpec, pp: int) -> tuple[StageGroups, ...]:
-    return _grouping(model, pp)[0]
-
-
-def _layer_kinds_of_largest_stage(model: ModelSpec, pp: int) -> dict[int, int]:
-    """Layers per layer group in the largest pipeline stage (what each decode step reads)."""
-    return _grouping(model, pp)[1]
-
-
-@dataclass(frozen=True)
-class _Memory:
-    """One GPU's memory as vLLM budgets it (``build_plan``'s memory step)."""
-
-    weights_total: int
-    weights_expert: int
-    weights_per_gpu: int
-    activation: int
-    non_torch: int
-    fixed: int
-    requested: int
-    kv_budget: int
-    kv_alloc: int
-    breakdown: MemoryBreakdown
-
-
-def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption]) -> _Memory:
-    """Weights, activation peak, non-torch memory and the KV budget per GPU; notes the sources used."""
+def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
+    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
+    resolved = resolve_inputs(inputs)
+    inputs = resolved.inputs
+    rules = resolved.rules
     model, gpu = inputs.model, inputs.gpu
     tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
-    batched, utilization = inputs.max_num_batched_tokens, inputs.gpu_memory_utilization
-    assert batched is not None and utilization is not None and inputs.max_num_seqs is not None
+    block_size = inputs.block_size
+    max_len = inputs.max_model_len
+    batched = inputs.max_num_batched_tokens
+    utilization = inputs.gpu_memory_utilization
+    assert block_size is not None and max_len is not None and batched is not None and utilization is not None
+    max_num_seqs = inputs.max_num_seqs
+    assert max_num_seqs is not None
+    assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
+    assumptions += [Assumption("model", note, "config.json") for note in model.notes]
+    warnings = list(resolved.warnings)
+    replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
+
+    # Per-token KV bytes.
+    dtype = serving_dtype(model, inputs.weight_dtype)
+    element = kv_element_bytes(inputs.kv_cache_dtype, dtype)
+    group_bytes = group_bytes_per_token(model, tp, element, inputs.kv_cache_dtype)
+    # The largest attention layer's bytes per token: the page every group's block is made to fill.
+    per_layer = max(group_bytes)
+    stages_layers = pipeline_stages(model.num_layers, pp)
+    speculative = inputs.num_speculative_tokens
+    mtp_layers = model.num_mtp_layers if speculative else 0
+    last = len(stages_layers) - 1
+    stage_group_list = [
+        stage_groups(model, layers, extra_full_layers=mtp_layers if i == last else 0)
+        for i, layers in enumerate(stages_layers)
+    ]
+    kv_per_gpu = max(
+        sum(count * group_bytes[index] for index, count, _ in groups.groups) for groups in stage_group_list
+    )
+    full_bytes = next((b for g, b in zip(model.layer_groups, group_bytes, strict=True) if g.kind == "full"), per_layer)
+    layer_bytes = sum(g.num_layers * b for g, b in zip(model.layer_groups, group_bytes, strict=True))
+    kv_whole = (layer_bytes + mtp_layers * full_bytes) * tp
+    if dtype != model.dtype and inputs.weight_dtype == "auto" and model.dtype == "float32":
+        assumptions.append(
+            Assumption(
+                "dtype",
+                "bfloat16 (float32 checkpoint)",
+                "vllm/config/model.py _resolve_auto_dtype: --dtype auto downcasts float32 models",
+            )
+        )
+    assumptions.append(
+        Assumption(
+            "kv_bytes_per_element",
+            f"{element:g} ({inputs.kv_cache_dtype}, model runs in {dtype})",
+            "vllm/config/cache.py (auto = model dtype)",
+        )
+    )
+    if model.indexer_bytes_per_token:
+        layout = "fp8_ds_mla 656 bytes" if inputs.kv_cache_dtype.startswith("fp8") else "latent"
+        assumptions.append(
+            Assumption(
+                "indexer_cache",
+                f"{model.indexer_bytes_per_token} bytes per token per layer next to the {layout}",
+                "vllm/model_executor/models/deepseek_v2.py (DeepseekV32IndexerCache); one group, block 64",
+            )
+        )
+    state_page = 0
+    state_blocks = 1
+    command_inputs = inputs
+    if model.state is not None and model.has_state:
+        align = bool(inputs.enable_prefix_caching)
+        flashinfer = gdn_flashinfer_prefill(gpu.name + " " + gpu.slug, model.state)
+        checkpoint = align and has_prefill_checkpoint(
+            model.state, gdn_flashinfer=flashinfer, checkpoint_rule=rules.prefill_checkpoint
+        )
+        alignment = GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if checkpoint and model.state.kind == "gdn" else 1
+        state_page = state_page_bytes(model.state, tp, speculative, int(STATE_DTYPE_BYTES[dtype]))
+        state_blocks = state_blocks_per_request(align=align, num_speculative_tokens=speculative, checkpoint=checkpoint)
+        requested_block = block_size
+        block_size = hybrid_block_size(
+            state_page=state_page,
+            attention_bytes_per_token=per_layer,
+            requested_block_size=block_size,
+            mla=model.attention_kind == "MLA",
+            checkpoint_alignment=alignment,
+        )
+        inputs = dataclasses.replace(inputs, block_size=block_size)
+        kernel = MLA_HYBRID_KERNEL_BLOCK if model.attention_kind == "MLA" else 16
+        assumptions.append(
+            Assumption(
+                "block_size",
+                f"{block_size} (asked {requested_block}): one attention page ({per_layer:,} B x {block_size}) holds "
+                f"a state page ({state_page:,} B per rank); kernel block {kernel}"
+                + (f", lcm with the {alignment}-token GDN checkpoint grid" if alignment > 1 else ""),
+                "vllm/platforms/interface.py (_align_hybrid_block_size)",
+            )
+        )
+        mode = "align (prefix caching on)" if align else "none (prefix caching off)"
+        parts = ["1 running"] if not align else ["2 (running + cached)"]
+        if speculative:
+            parts.append(f"{speculative} speculative")
+        if checkpoint:
+            parts.append("1 prefill checkpoint")
+        assumptions.append(
+            Assumption(
+                "state_blocks_per_request",
+                f"{state_blocks} = {' + '.join(parts)}; mamba_cache_mode {mode}",
+                "vllm/v1/kv_cache_interface.py (MambaSpec.max_memory_usage_bytes)",
+            )
+        )
+    page_size = per_layer * block_size
+    shapes = {b for b in group_bytes if b}
+    block_sizes = unified_block_sizes(group_bytes, block_size) if len(shapes) > 1 else ()
+    if block_sizes:
+        grown = [
+            f"{g.kind} {b:,} B/token, block {size}"
+            for g, b, size in zip(model.layer_groups, group_bytes, block_sizes, strict=True)
+            if b
+        ]
+        assumptions.append(
+            Assumption(
+                "page_size_unification",
+                "; ".join(grown),
+                "vllm/v1/core/kv_cache_planning.py (unify_kv_cache_spec_page_size): smaller pages grow their block",
+            )
+        )
+    if model.attention_kind != "MLA" and tp > model.num_kv_heads:
+        warnings.append(
+            f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
+            f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
+        )
+
+    # Memory per GPU.
     ranks = tp * pp
     if inputs.weights_gib is not None:
         weights_total = round(inputs.weights_gib * GIB)
@@ -293,7 +387,7 @@ def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption
             model,
             tensor_parallel_size=tp,
             max_num_batched_tokens=batched,
-            max_num_seqs=inputs.max_num_seqs,
+            max_num_seqs=max_num_seqs,
             rules=rules,
         )
         assumptions.append(
@@ -329,7 +423,7 @@ def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption
         requested = math.ceil(total * utilization)
         kv_budget = requested - fixed
     kv_alloc = max(0, kv_budget)
-    breakdown = MemoryBreakdown(
+    memory = MemoryBreakdown(
         total_bytes=total,
         requested_bytes=requested,
         weights_bytes=weights_per_gpu,
@@ -339,41 +433,7 @@ def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption
         unrequested_bytes=total - requested,
     )
 
-    return _Memory(
-        weights_total=weights_total,
-        weights_expert=weights_expert,
-        weights_per_gpu=weights_per_gpu,
-        activation=activation,
-        non_torch=non_torch,
-        fixed=fixed,
-        requested=requested,
-        kv_budget=kv_budget,
-        kv_alloc=kv_alloc,
-        breakdown=breakdown,
-    )
-
-
-@dataclass(frozen=True)
-class _Blocks:
-    """KV blocks per GPU and what one request may hold (``build_plan``'s blocks step)."""
-
-    in_flight: int
-    num_blocks: int
-    binding: _Stage
-    worst_case: int
-    max_concurrency: float
-    capacity: int
-    usable: int
-    kv_groups: tuple[KvCacheGroup, ...]
-
-
-def _blocks(
-    inputs: PlanInputs, rules: EngineRules, kv_alloc: int, page_size: int, assumptions: list[Assumption]
-) -> _Blocks:
-    """Blocks and worst cases per pipeline stage; the engine takes the minimum blocks across ranks."""
-    model, pp = inputs.model, inputs.pipeline_parallel_size
-    block_size, max_len, batched = inputs.block_size, inputs.max_model_len, inputs.max_num_batched_tokens
-    assert block_size is not None and max_len is not None and batched is not None
+    # Blocks and worst cases, per pipeline stage; the engine takes the minimum blocks across ranks.
     if rules.async_in_flight:
         in_flight = batched * (2 if pp == 1 else pp)
         in_flight_source = "max_concurrent_batches x max_num_batched_tokens (2 with async scheduling at pp 1)"
@@ -383,9 +443,15 @@ def _blocks(
     if model.is_hybrid or model.layer_groups[0].kind != "full":
         assumptions.append(Assumption("in_flight_tokens", str(in_flight), in_flight_source))
     stages = []
-    for groups in _stage_groups(model, pp):
+    for groups in stage_group_list:
+        if not groups.groups:
+            continue
         blocks = kv_alloc // (page_size * groups.group_size) if page_size else 0
-        stages.append(_Stage(groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight)))
+        stages.append(
+            _Stage(
+                groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight, state_blocks, block_sizes)
+            )
+        )
     num_blocks = min(stage.num_blocks for stage in stages)
     binding = max(stages, key=lambda stage: stage.worst_case)
     worst_case = binding.worst_case
@@ -405,64 +471,37 @@ def _blocks(
                 max_len,
                 block_size,
                 in_flight,
+                state_blocks,
+                block_sizes,
             ),
         )
         for index, count, num_groups in binding.groups.groups
     )
 
-    return _Blocks(in_flight, num_blocks, binding, worst_case, max_concurrency, capacity, usable, kv_groups)
-
-
-def _concurrency_rows(
-    inputs: PlanInputs, blocks: _Blocks, replica_concurrency: int, *, table: bool, assumptions: list[Assumption]
-) -> tuple[list[ConcurrencyRow], int]:
-    """The longest context per concurrency (the table, or the asked row only), and vLLM's longest max_model_len."""
-    model, max_len = inputs.model, inputs.max_model_len
-    assert max_len is not None
-    binding, num_blocks, in_flight, capacity = blocks.binding, blocks.num_blocks, blocks.in_flight, blocks.capacity
+    # Longest context per concurrency.
     cap = model.max_position_embeddings
     upper = max(cap, capacity)
     concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
     rows = []
     setting_limit = LIMIT_MAX_MODEL_LEN if max_len < cap else LIMIT_MODEL_POSITIONS
     for concurrency in concurrencies:
-        kv_limited = _kv_limited_length(inputs, binding.groups, num_blocks, concurrency, in_flight, upper)
+        kv_limited = _kv_limited_length(
+            inputs, binding.groups, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
+        )
         length = min(kv_limited, max_len)
         if inputs.context_rounding == "pow2":
             length = _pow2_floor(length)
         rows.append(
             ConcurrencyRow(concurrency, length, kv_limited, setting_limit if kv_limited >= max_len else LIMIT_KV_CACHE)
         )
-    longest_max_model_len = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, cap)
+    longest_max_model_len = _kv_limited_length(
+        inputs, binding.groups, num_blocks, 1, in_flight, cap, state_blocks, block_sizes
+    )
+    target_row = next(row for row in rows if row.concurrency == replica_concurrency)
     if inputs.context_rounding == "pow2":
         assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
 
-    return rows, longest_max_model_len
-
-
-@dataclass(frozen=True)
-class _Fit:
-    problems: tuple[str, ...]
-    starts: bool
-    shortfall: int
-
-
-def _fit(
-    inputs: PlanInputs,
-    memory: _Memory,
-    blocks: _Blocks,
-    page_size: int,
-    replica_concurrency: int,
-    target_row: ConcurrencyRow,
-) -> _Fit:
-    """Whether vLLM starts at all (and how much memory it misses if not), then whether the asked concurrency fits."""
-    max_len = inputs.max_model_len
-    assert max_len is not None
-    total = inputs.gpu.memory_bytes
-    requested, fixed, kv_alloc = memory.requested, memory.fixed, memory.kv_alloc
-    weights_per_gpu, activation, non_torch = memory.weights_per_gpu, memory.activation, memory.non_torch
-    binding, num_blocks, worst_case = blocks.binding, blocks.num_blocks, blocks.worst_case
-    in_flight, max_concurrency = blocks.in_flight, blocks.max_concurrency
+    # Fit: first whether vLLM starts at all, then whether the asked concurrency fits.
     problems: list[str] = []
     available = min(requested, total)
     one_request = worst_case * page_size * binding.groups.group_size
@@ -483,7 +522,11 @@ def _fit(
             f"{total / GIB:.2f} GiB ({shortfall / GIB:.2f} GiB short per GPU)."
         )
     elif num_blocks < 1 or worst_case > num_blocks:
-        estimated = _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len) if num_blocks else 0
+        estimated = (
+            _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks, block_sizes)
+            if num_blocks
+            else 0
+        )
         shortfall = max(1, one_request - kv_alloc)
         problems.append(
             f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
@@ -499,42 +542,35 @@ def _fit(
             f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
             "tokens."
         )
-    return _Fit(tuple(problems), starts, shortfall)
+    fits = not problems
+    if not model.hf_id:
+        warnings.append(
+            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
+            "(or local path) the config.json came from."
+        )
 
-
-def _allocation(inputs: PlanInputs, blocks: _Blocks) -> Allocation:
-    """Sequences of a typical request that fit: contiguous max_model_len reservations vs paged blocks."""
-    model, block_size, max_len = inputs.model, inputs.block_size, inputs.max_model_len
-    assert block_size is not None and max_len is not None
-    binding, in_flight, usable, capacity = blocks.binding, blocks.in_flight, blocks.usable, blocks.capacity
-    prompt, output, _context = _typical_request(inputs)
+    # Allocation: contiguous max_model_len reservations vs paged blocks.
+    prompt, output, context = _typical_request(inputs)
     sequence = min(max_len, max(1, prompt + output))
-    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight)
+    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight, state_blocks, block_sizes)
     shared_blocks = 0
     if inputs.shared_prefix_tokens:
         full_groups = sum(g for index, _, g in binding.groups.groups if model.layer_groups[index].kind == "full")
         shared_blocks = min(per_sequence - 1, (inputs.shared_prefix_tokens // block_size) * full_groups)
     paged = (usable - shared_blocks) // (per_sequence - shared_blocks) if usable > shared_blocks else 0
-    return Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
+    allocation = Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
 
-
-def _speed(
-    inputs: PlanInputs,
-    memory: _Memory,
-    per_layer: int,
-    replica_concurrency: int,
-    data_parallel_size: int,
-    *,
-    starts: bool,
-    assumptions: list[Assumption],
-) -> tuple[SpeedModel, Estimates | None, list[str]]:
-    """The roofline speed model, its estimates (none when vLLM would not start) and the SLA targets missed."""
-    model, gpu = inputs.model, inputs.gpu
-    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
-    ranks = tp * pp
-    weights_total, weights_expert = memory.weights_total, memory.weights_expert
-    prompt, output, context = _typical_request(inputs)
-    stage_kinds = _layer_kinds_of_largest_stage(model, pp)
+    # Speed.
+    # The layers of the largest stage by kind (its KV cache groups' counts, the draft MTP layers aside).
+    largest = max(range(len(stages_layers)), key=lambda i: len(stages_layers[i]))
+    stage_kinds: dict[int, int] = {}
+    stage_states = 0
+    for index, count, _ in stage_group_list[largest].groups:
+        kind = model.layer_groups[index].kind
+        if kind in ATTENTION_LAYER_KINDS:
+            stage_kinds[index] = count - (mtp_layers if largest == last and kind == "full" else 0)
+        elif kind == "state":
+            stage_states += count
     qk_width = model.num_attention_heads * (
         (model.kv_lora_rank or 0) // 4 + (model.qk_rope_head_dim or 0)
         if model.attention_kind == "MLA"
@@ -550,10 +586,16 @@ def _speed(
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_tok,
         active_params=model.num_active_params,
-        kv_bytes_per_token_per_layer=per_layer,
+        # Layers of different shapes (Gemma 4): their average, so layers x bytes is the stage's KV per token.
+        kv_bytes_per_token_per_layer=(
+            round(kv_per_gpu / max(1, sum(stage_kinds.values()))) if block_sizes else per_layer
+        ),
         kv_layers=tuple((count, model.layer_groups[index].window) for index, count in stage_kinds.items()),
-        attention_layers=tuple((group.num_layers, group.window) for group in model.layer_groups),
+        attention_layers=tuple(
+            (group.num_layers, group.window) for group in model.layer_groups if group.kind in ATTENTION_LAYER_KINDS
+        ),
         attention_width=qk_width,
+        state_bytes_per_seq=state_page * stage_states,
     )
     ttft_prompt = max(0, prompt - (inputs.shared_prefix_tokens or 0))
     estimates = (
@@ -562,7 +604,7 @@ def _speed(
             concurrency=replica_concurrency,
             context_tokens=context,
             prompt_tokens=ttft_prompt,
-            data_parallel_size=data_parallel_size,
+            data_parallel_size=resolved.data_parallel_size,
         )
         if starts
         else None
@@ -594,105 +636,57 @@ def _speed(
             f"Estimated prefill TTFT {estimates.prefill_ttft_ms:.1f} ms for {ttft_prompt} tokens misses the "
             f"{inputs.target_ttft_ms:g} ms target."
         )
-    return speed_model, estimates, sla_problems
 
-
-def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
-    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
-    resolved = resolve_inputs(inputs)
-    inputs = resolved.inputs
-    rules = resolved.rules
-    model = inputs.model
-    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
-    block_size = inputs.block_size
-    max_len = inputs.max_model_len
-    assert block_size is not None and max_len is not None
-    assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
-    assumptions += [Assumption("model", note, "config.json") for note in model.notes]
-    warnings = list(resolved.warnings)
-    replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
-
-    # Per-token KV bytes.
-    element = kv_element_bytes(inputs.kv_cache_dtype, model.dtype)
-    per_layer = kv_bytes_per_token_per_layer(model, tp, element)
-    stages_layers = pipeline_stages(model.num_layers, pp)
-    kv_per_gpu = per_layer * max(len(layers) for layers in stages_layers)
-    kv_whole = per_layer * model.num_layers * tp
-    page_size = per_layer * block_size
-    assumptions.append(
-        Assumption(
-            "kv_bytes_per_element",
-            f"{element:g} ({inputs.kv_cache_dtype}, model {model.dtype})",
-            "vllm/config/cache.py (auto = model dtype)",
-        )
-    )
-    if model.attention_kind != "MLA" and tp > model.num_kv_heads:
-        warnings.append(
-            f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
-            f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
-        )
-
-    memory = _memory(inputs, rules, assumptions)
-    page_blocks = _blocks(inputs, rules, memory.kv_alloc, page_size, assumptions)
-    rows, longest_max_model_len = _concurrency_rows(
-        inputs, page_blocks, replica_concurrency, table=table, assumptions=assumptions
-    )
-    target_row = next(row for row in rows if row.concurrency == replica_concurrency)
-    fit = _fit(inputs, memory, page_blocks, page_size, replica_concurrency, target_row)
-    if not model.hf_id:
-        warnings.append(
-            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
-            "(or local path) the config.json came from."
-        )
-    allocation = _allocation(inputs, page_blocks)
-    speed_model, estimates, sla_problems = _speed(
-        inputs,
-        memory,
-        per_layer,
-        replica_concurrency,
-        resolved.data_parallel_size,
-        starts=fit.starts,
-        assumptions=assumptions,
-    )
-    fits = not fit.problems
-    binding = page_blocks.binding
-
+    num_kv_groups = sum(count for _, _, count in binding.groups.groups)
+    if rules.concurrency_reported_tokens:
+        reported_tokens = int(max_concurrency * max_len)
+        reported_rule = "max concurrency x max_model_len (vllm/v1/core/kv_cache_utils.py, get_kv_cache_capacity)"
+    else:
+        reported_tokens = num_blocks // max(1, num_kv_groups) * block_size
+        reported_rule = f"num_blocks // {num_kv_groups} KV cache groups x block size (releases before 0.24)"
     return Plan(
         inputs=inputs,
         kv_bytes_per_token=kv_whole,
         kv_bytes_per_token_per_gpu=kv_per_gpu,
         page_size_bytes=page_size,
-        weights_bytes=memory.weights_total,
-        weights_bytes_per_gpu=memory.weights_per_gpu,
-        memory_per_gpu=memory.breakdown,
-        kv_budget_bytes_per_gpu=memory.kv_budget,
-        num_gpu_blocks=page_blocks.num_blocks,
+        weights_bytes=weights_total,
+        weights_bytes_per_gpu=weights_per_gpu,
+        memory_per_gpu=memory,
+        kv_budget_bytes_per_gpu=kv_budget,
+        num_gpu_blocks=num_blocks,
         block_size=block_size,
-        kv_capacity_tokens=page_blocks.capacity,
-        worst_case_blocks_per_request=page_blocks.worst_case,
-        max_concurrency=page_blocks.max_concurrency,
+        kv_capacity_tokens=capacity,
+        worst_case_blocks_per_request=worst_case,
+        max_concurrency=max_concurrency,
         max_context_len=target_row.max_context_len,
         fits=fits,
-        problems=fit.problems + tuple(sla_problems),
+        problems=tuple(problems + sla_problems),
         concurrency_table=tuple(rows),
         allocation=allocation,
         estimates=estimates,
         advice=(),
-        vllm_command=vllm_command(inputs, data_parallel_size=resolved.data_parallel_size),
+        # The block size asked for: vLLM grows it for hybrid models itself (older releases refuse odd sizes).
+        vllm_command=vllm_command(command_inputs, data_parallel_size=resolved.data_parallel_size),
         assumptions=tuple(assumptions),
         meets_sla=fits and not sla_problems,
         warnings=tuple(warnings),
-        usable_blocks=page_blocks.usable,
+        usable_blocks=usable,
         layers_per_gpu=binding.groups.num_layers,
         group_size=binding.groups.group_size,
-        kv_groups=page_blocks.kv_groups,
-        in_flight_tokens=page_blocks.in_flight,
+        kv_groups=kv_groups,
+        in_flight_tokens=in_flight,
         data_parallel_size=resolved.data_parallel_size,
+        reported_kv_cache_tokens=reported_tokens,
+        reported_max_concurrency=max_concurrency,
+        reported_tokens_rule=reported_rule,
+        state_page_bytes=state_page,
+        state_blocks_per_request=state_blocks if model.has_state else 0,
         longest_max_model_len=longest_max_model_len,
-        starts=fit.starts,
-        shortfall_bytes_per_gpu=fit.shortfall,
-        speed_model=speed_model,
+        starts=starts,
+        shortfall_bytes_per_gpu=shortfall,
         binding_stage=binding.groups,
+        group_block_sizes=block_sizes,
+        speed_model=speed_model,
     )
 
 
@@ -708,10 +702,18 @@ def context_curve(plan: Plan, concurrencies: Sequence[int]) -> tuple[tuple[int, 
     if stage is None:
         return tuple((0, 0) for _ in concurrencies)
     upper = max(inputs.model.max_position_embeddings, plan.kv_capacity_tokens)
+    state_blocks = plan.state_blocks_per_request or 1
     points = []
     for concurrency in concurrencies:
         kv_limited = _kv_limited_length(
-            inputs, stage, plan.num_gpu_blocks, max(1, concurrency), plan.in_flight_tokens, upper
+            inputs,
+            stage,
+            plan.num_gpu_blocks,
+            max(1, concurrency),
+            plan.in_flight_tokens,
+            upper,
+            state_blocks,
+            plan.group_block_sizes,
         )
         length = min(kv_limited, inputs.max_model_len)
         points.append((_pow2_floor(length) if inputs.context_rounding == "pow2" else length, kv_limited))
@@ -732,7 +734,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready nested dicts and lists (the REST API's response body)."""
     data: dict[str, Any] = {}
     for f in dataclasses.fields(plan):
-        if f.name in ("speed_model", "binding_stage"):
+        if f.name in ("speed_model", "binding_stage", "group_block_sizes"):
             continue
         value = getattr(plan, f.name)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -17,8 +17,8 @@ from .catalog import catalog_gpus
 from .errors import SizingInputError
 from .hardware import GpuSpec
 from .inputs import KV_CACHE_DTYPES, WEIGHT_DTYPES, PlanInputs, resolve_inputs
-from .kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes
-from .memory import weight_bytes
+from .kv_cache import group_bytes_per_token, kv_element_bytes
+from .memory import serving_dtype, weight_bytes
 from .model_spec import ModelSpec
 from .plan import Plan, build_plan
 
@@ -65,28 +65,28 @@ def _rank(candidate: Candidate) -> tuple[int, float, int, int, float]:
     return (*_known_rank_of(candidate), -candidate.plan.max_concurrency)
 
 
-def _tokens_per_request_by_layer(model: ModelSpec, max_len: int) -> int:
-    """Σ over layers of the tokens one request of ``max_len`` surely holds in that layer's cache.
+def _tokens_per_request_by_group(model: ModelSpec, max_len: int) -> tuple[int, ...]:
+    """Per layer group: the token-layers one request of ``max_len`` surely holds in that group's cache.
 
     A full-attention layer holds every token; a sliding-window layer at least ``window - 1`` (vLLM keeps the
     window plus what is in flight), a chunked-local layer at least one chunk; never more than ``max_len``.
+    State and other layers claim nothing here (their bytes are not per token).
     """
     counts: dict[int, int] = {}
     for index in model.layer_pattern:
         counts[index] = counts.get(index, 0) + 1
-    total = 0
-    for index, count in counts.items():
-        group = model.layer_groups[index]
-        if group.kind == "full" or group.window is None:
-            tokens = max_len
-        elif group.kind == "sliding_window":
-            tokens = min(group.window - 1, max_len)
-        elif group.kind == "chunked_local":
-            tokens = min(group.window, max_len)
+    tokens = []
+    for index, group in enumerate(model.layer_groups):
+        if group.kind == "full":
+            per_layer = max_len
+        elif group.kind == "sliding_window" and group.window is not None:
+            per_layer = min(group.window - 1, max_len)
+        elif group.kind == "chunked_local" and group.window is not None:
+            per_layer = min(group.window, max_len)
         else:
-            tokens = 0  # a kind this bound does not know: claim nothing for it
-        total += count * tokens
-    return total
+            per_layer = 0  # a kind this bound does not know: claim nothing for it
+        tokens.append(counts.get(index, 0) * per_layer)
+    return tuple(tokens)
 
 
 def _cannot_fit(*, concurrency: int, budget: float, replicas: int, request_bytes: int | None) -> bool:
@@ -104,15 +104,20 @@ def _cannot_fit(*, concurrency: int, budget: float, replicas: int, request_bytes
 
 
 def _request_bytes(
-    memo: dict[tuple[int, str], int | None], model: ModelSpec, tp: int, kv_dtype: str, layer_tokens: int
+    memo: dict[tuple[int, str], int | None],
+    model: ModelSpec,
+    tp: int,
+    kv_dtype: str,
+    layer_tokens: tuple[int, ...],
+    dtype: str,
 ) -> int | None:
     key = (tp, kv_dtype)
     if key not in memo:
-        memo[key] = (
-            layer_tokens * kv_bytes_per_token_per_layer(model, tp, kv_element_bytes(kv_dtype, model.dtype))
-            if kv_dtype in KV_CACHE_DTYPES
-            else None
-        )
+        if kv_dtype in KV_CACHE_DTYPES:
+            group_bytes = group_bytes_per_token(model, tp, kv_element_bytes(kv_dtype, dtype), kv_dtype)
+            memo[key] = sum(t * b for t, b in zip(layer_tokens, group_bytes, strict=True))
+        else:
+            memo[key] = None
     return memo[key]
 
 
@@ -141,7 +146,8 @@ def search_configurations(
     max_len = resolved.inputs.max_model_len
     assert max_len is not None
     model = inputs.model
-    layer_tokens = _tokens_per_request_by_layer(model, max_len)
+    layer_tokens = _tokens_per_request_by_group(model, max_len)
+    dtype = serving_dtype(model, inputs.weight_dtype) if inputs.weight_dtype in WEIGHT_DTYPES else model.dtype
     request_bytes: dict[tuple[int, str], int | None] = {}
     valid_tp = {tp: valid_tensor_parallel(model, tp) for tp in GPU_COUNTS}
     pool = list(gpus) if gpus is not None else list(catalog_gpus().values())
@@ -165,7 +171,7 @@ def search_configurations(
                         concurrency=inputs.concurrency,
                         budget=budget,
                         replicas=count // tp,
-                        request_bytes=_request_bytes(request_bytes, model, tp, kv_dtype, layer_tokens),
+                        request_bytes=_request_bytes(request_bytes, model, tp, kv_dtype, layer_tokens, dtype),
                     ):
                         continue
                     trials.append((_known_rank(gpu, count, kv_dtype), gpu, count, tp, kv_dtype))

@@ -48,6 +48,8 @@ class SpeedModel:
     kv_layers: tuple[tuple[int, int | None], ...]  # (layers on the stage, window or None)
     attention_layers: tuple[tuple[int, int | None], ...]  # the whole model's layers, for prefill FLOPs
     attention_width: int  # query heads x query/key head size
+    # Recurrent state on the stage's state layers, per sequence per rank: read and written every step.
+    state_bytes_per_seq: int = 0
 
 
 def _expert_fraction_read(model: SpeedModel, batch: int) -> float:
@@ -65,6 +67,7 @@ def decode_stage_seconds(model: SpeedModel, *, num_decode_seqs: int, context_tok
         attended = min(average, window) if window is not None else average
         kv_read += layers * attended * num_decode_seqs
     kv_read *= model.kv_bytes_per_token_per_layer
+    kv_read += 2 * model.state_bytes_per_seq * num_decode_seqs
     weights = model.dense_weight_bytes + model.expert_weight_bytes * _expert_fraction_read(
         model, num_decode_seqs + prefill_tokens
     )

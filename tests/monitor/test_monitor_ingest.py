@@ -227,3 +227,18 @@ def test_samples_land_in_the_day_partition_created_on_demand(two_nodes):
     with connection.cursor() as cursor:
         cursor.execute("SELECT tableoid::regclass::text, count(*) FROM monitor_enginesample GROUP BY 1 ORDER BY 1")
         assert cursor.fetchall() == [("monitor_enginesample_p20261130", 1), ("monitor_enginesample_p20261201", 1)]
+
+
+def test_several_scrapes_of_one_endpoint_in_a_batch_apply_in_time_order(two_nodes):
+    _node, key, endpoint = two_nodes["a"]
+    entries = [
+        endpoint_entry(endpoint.pk, T0 + 20, up=False),
+        endpoint_entry(endpoint.pk, T0),
+        endpoint_entry(endpoint.pk, T0 + 10, up=False),
+    ]
+    ingest_signed(**sealed(payload("gpu-a", entries), key))
+    endpoint.refresh_from_db()
+    # Up at T0, then down twice: two failures in a row since the last success.
+    assert (endpoint.up, endpoint.consecutive_failures) == (False, 2)
+    assert endpoint.last_success_at == dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    assert endpoint.last_scrape_at == dt.datetime(2026, 12, 1, 0, 0, 20, tzinfo=dt.UTC)

@@ -122,10 +122,14 @@ def test_kv_tokens_used_sums_the_engines(frozen_now):
 
 def test_long_ranges_read_rollups_and_stay_under_a_thousand_points():
     _start, step, source = series_window(start=START, end=START + dt.timedelta(days=7), step=1)
-    # 604,800 s / 1,000 points = 605 s, rounded up to whole minutes: 660 s from the 1-minute rollups.
-    assert (step, source) == (660, "1m")
+    # 604,800 s / 1,000 points = 605 s: ten minutes or more read the hourly rollups (168 points).
+    assert (step, source) == (3600, "1h")
+    # 24 h / 1,000 = 87 s: whole minutes from the 1-minute rollups.
+    assert series_window(start=START, end=START + dt.timedelta(hours=24), step=None)[1:] == (120, "1m")
     assert series_window(start=START, end=START + dt.timedelta(days=90), step=None)[1:] == (10800, "1h")
-    assert series_window(start=START, end=START + dt.timedelta(minutes=15), step=None)[1:] == (1, "raw")
+    # Without a step, never finer than the scrape interval (10 s): finer steps would be mostly gaps.
+    assert series_window(start=START, end=START + dt.timedelta(minutes=15), step=None)[1:] == (10, "raw")
+    assert series_window(start=START, end=START + dt.timedelta(minutes=15), step=1)[1:] == (1, "raw")
 
 
 def test_histogram_quantile_interpolates_within_the_bucket():
@@ -152,6 +156,36 @@ def test_quantile_series_use_the_difference_between_minutes(frozen_now):
         )
         samples_write(HistogramSample, [row])
     result = series(endpoint, "ttft_p50_seconds", START, START + dt.timedelta(seconds=119), 60)
-    # Minute 1 saw [10, 30, 40, 40] more: the same shape as above, p50 = 0.3. Minute 0 has no earlier row.
-    assert [value for _, value in result.points] == [None, pytest.approx(0.3)]
+    # Between minute 0 and minute 1 came [10, 30, 40, 40] more: the shape above, p50 = 0.3, drawn at the
+    # start of that minute; the last minute has no later row yet.
+    assert [value for _, value in result.points] == [pytest.approx(0.3), None]
     assert T0 == START.timestamp()
+
+
+def test_quantiles_over_longer_steps_read_only_the_boundary_minutes(frozen_now):
+    node_with_key("gpu-a")
+    endpoint = endpoint_on("gpu-a", 9005)
+    bounds = [0.1, 0.5, 1.0, None]
+    # Cumulative counts each minute; minutes 1 and 3 carry a wild shape that must not be read at a 2-minute step.
+    counts_by_minute = {0: [0, 0, 0, 0], 1: [0, 0, 99, 99], 2: [10, 30, 40, 40], 3: [0, 0, 0, 999], 4: [10, 70, 80, 80]}
+    samples_write(
+        HistogramSample,
+        [
+            HistogramSample(
+                endpoint_id=endpoint.pk,
+                engine=0,
+                name="ttft",
+                time=START + dt.timedelta(minutes=minute),
+                bounds=bounds,
+                counts=counts,
+            )
+            for minute, counts in counts_by_minute.items()
+        ],
+    )
+    result = series(endpoint, "ttft_p50_seconds", START, START + dt.timedelta(seconds=239), 120)
+    # [0, 2): +[10, 30, 40, 40] -> p50 0.3 (as above). [2, 4): +[0, 40, 40, 40] -> rank 20 in (0.1, 0.5]
+    # holding 0..40: 0.1 + 0.4 * 20/40 = 0.3 as well; and p99 there: rank 39.6 -> 0.1 + 0.4 * 39.6/40 = 0.496.
+    assert result.step == 120
+    assert [value for _, value in result.points] == [pytest.approx(0.3), pytest.approx(0.3)]
+    p99 = series(endpoint, "ttft_p99_seconds", START, START + dt.timedelta(seconds=239), 120)
+    assert p99.points[1][1] == pytest.approx(0.496)

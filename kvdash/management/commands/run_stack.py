@@ -17,6 +17,7 @@ from django.core.management import get_commands
 from django.core.management.base import BaseCommand
 
 from monitor.demo import DEMO_NODE, demo_monitor_setup
+from monitor.simulator.fleet import DEFAULT_BASE_PORT
 
 
 class Command(BaseCommand):
@@ -26,8 +27,11 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-fleet", action="store_true", help="Do not start the simulated fleet.")
+        parser.add_argument("--fleet-base-port", type=int, default=DEFAULT_BASE_PORT)
+        parser.add_argument("--fleet-time-scale", type=float, default=1.0, help="Simulated seconds per second.")
 
     def handle(self, *args, host: str, port: int, no_fleet: bool, **options) -> None:
+        base_port, time_scale = options["fleet_base_port"], options["fleet_time_scale"]
         python = sys.executable
         manage = str(Path(__file__).resolve().parents[3] / "manage.py")
         queues = f"celery,{settings.KVDASH_INGEST_QUEUE}"
@@ -52,8 +56,10 @@ class Command(BaseCommand):
         }
         env = dict(os.environ)
         if not no_fleet and "simulate_fleet" in get_commands():
-            commands["fleet"] = [python, manage, "simulate_fleet"]
-            key = demo_monitor_setup()
+            commands["fleet"] = [
+                python, manage, "simulate_fleet", "--base-port", str(base_port), "--time-scale", str(time_scale),
+            ]  # fmt: skip
+            key = demo_monitor_setup(base_port=base_port)
             # The local agent gets its key through the environment, as a GPU node's would.
             env["KVDASH_NODE_KEY"] = str(key)
             commands["agent"] = [python, manage, "run_agent", "--node", DEMO_NODE, "--concurrency", "1"]

@@ -34,7 +34,18 @@ def test_required_slugs_exist():
         assert slug in models
     for slug in ("rtx-4090", "a100-80gb", "h100-sxm", "h200"):
         assert slug in gpus
-    assert len(models) == 19
+    # 19 from the reference catalog, 7 hybrid / sparse-attention models of 2026 (issue 14).
+    for slug in (
+        "qwen3-next-80b-a3b",
+        "qwen3.5-27b",
+        "qwen3.5-35b-a3b",
+        "nemotron-3-nano-30b-a3b",
+        "nemotron-3-super-120b-a12b-fp8",
+        "deepseek-v3.2",
+        "gemma-4-26b-a4b",
+    ):
+        assert slug in models
+    assert len(models) == 26
     assert len(gpus) == 13
 
 

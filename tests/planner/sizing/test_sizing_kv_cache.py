@@ -134,7 +134,7 @@ def test_pipeline_parallel_in_flight_is_pp_batches():
 
 def test_gemma3_hybrid_grouping_uses_the_smaller_layer_count():
     plan = _plan(MODELS["gemma-3-27b"], max_model_len=32768, max_num_batched_tokens=8192)
-    assert plan.group_size == 10  # 10 full layers, 52 sliding: 52 >= 1.25 x 10
+    assert plan.group_size == 10  # 10 full layers, 52 sliding: 52 >= 1.5 x 10
     sliding, full = plan.kv_groups
     assert (sliding.num_layers, sliding.num_groups) == (52, 6)
     assert (full.num_layers, full.num_groups) == (10, 1)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('planner', '0002_create_planner_and_viewer_groups'),
+        ('planner', '0003_scenario_prefix_caching_speculative_float32'),
     ]
 
     operations = [

@@ -1,0 +1,86 @@
+"""The API with the real configs of 2026's hybrid models: Infinity in a config, state layers in the shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from planner.models import ModelProfile
+
+IMPORT = "/api/v1/models/import/"
+SIZE = "/api/v1/size/"
+CONFIGS = Path(__file__).parents[1] / "sizing" / "data" / "hf_configs"
+
+
+def _raw(name: str) -> str:
+    return (CONFIGS / f"{name}.json").read_text(encoding="utf-8")
+
+
+def test_a_config_with_infinity_is_imported_and_stored(planner, catalog) -> None:
+    """Nemotron 3 Super's config.json holds ``Infinity`` (time_step_limit): read, and stored as a string
+    (PostgreSQL's jsonb refuses the JSON extension)."""
+    raw = _raw("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    body = '{"save": true, "slug": "nemotron-3-super", "hf_id": "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", '
+    body += f'"config": {raw}}}'
+    response = planner.post(IMPORT, body, content_type="application/json")
+
+    assert response.status_code == 201, response.content
+    profile = ModelProfile.objects.get(slug="nemotron-3-super")
+    profile.refresh_from_db()
+    assert profile.config["time_step_limit"] == [0.0, "Infinity"]
+    shape = response.json()["shape"]
+    # 8 attention layers of 88 cache per-token KV: 8 x 2 KV heads x 128 x 2 (K, V) x 2 bytes = 8,192.
+    assert shape["kv_bytes_per_token_bf16"] == 8_192
+    assert shape["state"]["kind"] == "mamba2"
+
+
+def test_sizing_a_config_with_infinity_answers_state_figures(anon, catalog) -> None:
+    raw = _raw("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16").replace(
+        '"time_step_max"', '"time_step_limit": [0.0, Infinity], "time_step_max"'
+    )
+    body = f'{{"gpu": "h100-sxm", "kv_cache_memory_gib": 40, "model_config": {raw}}}'
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    # Derived in tests/planner/sizing/test_sizing_hybrid.py (test_nemotron_3_nano_mamba2_state).
+    assert plan["block_size"] == 2_096
+    assert plan["num_gpu_blocks"] == 3_335
+    assert plan["reported_kv_cache_tokens"] == 6_335_146
+
+
+def test_a_non_finite_number_field_is_still_a_400(anon, catalog) -> None:
+    body = '{"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpu_memory_utilization": Infinity}'
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert "gpu_memory_utilization" in response.json()
+
+
+def test_deepseek_v4_is_a_400_naming_compress_ratios(anon, catalog) -> None:
+    body = f'{{"gpu": "h200", "model_config": {_raw("deepseek-ai--DeepSeek-V4-Flash")}}}'
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert "compress_ratios" in str(response.json())
+
+
+def test_an_hf_quant_config_inside_the_config_sizes_nvfp4_weights(anon, catalog) -> None:
+    """Nemotron 3 Nano NVFP4: config.json says nothing of the format; its hf_quant_config.json (quant_algo
+    NVFP4) sent under the key hf_quant_config makes the weights NVFP4. Of the config's 31,577,940,288
+    parameters (its estimate, checked against the model card's 31.6B in test_sizing_quantised_and_moe.py),
+    the embeddings and LM head (704,643,072) and the excluded attention and Mamba projections (372,831,360,
+    derived there) stay bf16, the rest at 0.5625 bytes:
+    2 x 1,077,474,432 + 0.5625 x 30,500,465,856 = 2,154,948,864 + 17,156,512,044 = 19,311,460,908 bytes."""
+    config = json.loads(_raw("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"))
+    config["hf_quant_config"] = json.loads(_raw("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config"))
+    response = anon.post(
+        SIZE,
+        {"model_config": config, "gpu": "h100-sxm", "weights_gib": None, "kv_cache_memory_gib": 10},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    assert plan["inputs"]["model"]["quantization"] == "nvfp4"
+    assert plan["inputs"]["model"]["num_params"] == 31_577_940_288
+    assert plan["weights_bytes"] == 19_311_460_908
