@@ -28,6 +28,15 @@ CASES = {
     ),
     "MLA": PlanInputs(model=MODELS["deepseek-v2-lite"], gpu=GPUS["h100-sxm"], concurrency=64, max_model_len=32768),
     "MoE mxfp4": PlanInputs(model=MODELS["gpt-oss-120b"], gpu=GPUS["h100-sxm"], concurrency=8, max_model_len=65536),
+    "hybrid state (Qwen3.5)": PlanInputs(
+        model=MODELS["qwen3.5-27b"], gpu=GPUS["h100-sxm"], concurrency=16, max_model_len=65536
+    ),
+    "page-size unification (Gemma 4)": PlanInputs(
+        model=MODELS["gemma-4-26b-a4b"], gpu=GPUS["h100-sxm"], concurrency=16, max_model_len=65536
+    ),
+    "sparse attention indexer (DeepSeek V3.2)": PlanInputs(
+        model=MODELS["deepseek-v3.2"], gpu=GPUS["h200"], concurrency=8, max_model_len=32768, weight_dtype="fp8"
+    ),
     "chunked local": PlanInputs(
         model=MODELS["llama-4-scout"], gpu=GPUS["h100-sxm"], concurrency=4, max_model_len=131072
     ),
