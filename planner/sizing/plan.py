@@ -13,6 +13,7 @@ from typing import Any
 
 from .advice import AdviceRow
 from .command import vllm_command
+from .engine import EngineRules
 from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
@@ -228,6 +229,185 @@ def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
     return prompt, output, context
 
 
+@dataclass(frozen=True)
+class _Memory:
+    """One GPU's memory as vLLM budgets it (``build_plan``'s memory step)."""
+
+    weights_total: int
+    weights_expert: int
+    weights_per_gpu: int
+    activation: int
+    non_torch: int
+    fixed: int
+    requested: int
+    kv_budget: int
+    kv_alloc: int
+    breakdown: MemoryBreakdown
+
+
+def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption]) -> _Memory:
+    """Weights, activation peak, non-torch memory and the KV budget per GPU; notes the sources it used."""
+    model, gpu = inputs.model, inputs.gpu
+    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
+    batched, utilization, max_num_seqs = (
+        inputs.max_num_batched_tokens,
+        inputs.gpu_memory_utilization,
+        inputs.max_num_seqs,
+    )
+    assert batched is not None and utilization is not None and max_num_seqs is not None
+    ranks = tp * pp
+    if inputs.weights_gib is not None:
+        weights_total = round(inputs.weights_gib * GIB)
+        weights = weight_bytes(model, "auto")
+        expert_share = weights.routed_experts / weights.total if weights.total else 0.0
+        weights_expert = round(weights_total * expert_share)
+        assumptions.append(Assumption("weights", f"{inputs.weights_gib:g} GiB", "given (weights_gib)"))
+    else:
+        weights = weight_bytes(model, inputs.weight_dtype)
+        weights_total, weights_expert = weights.total, weights.routed_experts
+        count_source = "estimated from config shapes" if model.params_estimated else "catalog / given"
+        assumptions.append(
+            Assumption(
+                "weights",
+                f"{weights_total / GIB:.2f} GiB: {model.num_params / 1e9:.3f}B parameters, {weights.description}",
+                f"parameter count {count_source}",
+            )
+        )
+    weights_per_gpu = math.ceil(weights_total / ranks)
+    assumptions.append(
+        Assumption("weights_per_gpu", "whole model / (tp x pp)", "even split; embeddings are vocab-parallel")
+    )
+    if inputs.activation_gib is not None:
+        activation = round(inputs.activation_gib * GIB)
+    else:
+        activation = activation_bytes(
+            model,
+            tensor_parallel_size=tp,
+            max_num_batched_tokens=batched,
+            max_num_seqs=max_num_seqs,
+            rules=rules,
+        )
+        assumptions.append(
+            Assumption(
+                "activation_peak",
+                f"{activation / GIB:.2f} GiB (estimate for {batched} batched tokens, {inputs.max_num_seqs} seqs)",
+                "planner/sizing/memory.py, calibrated to measured H100 runs (llm-d planner; vLLM 0.19 and older)",
+            )
+        )
+    if inputs.non_torch_gib is not None:
+        non_torch = round(inputs.non_torch_gib * GIB)
+    else:
+        non_torch = non_torch_bytes(tensor_parallel_size=tp, rules=rules)
+        assumptions.append(
+            Assumption(
+                "non_torch_memory",
+                f"{non_torch / GIB:.2f} GiB",
+                "measured start-ups: 0.25 GiB at tp 1 and ~2.1 GiB at tp 2-4 from vLLM 0.18; 0.13 and ~0.55 before",
+            )
+        )
+    total = gpu.memory_bytes
+    assumptions.append(
+        Assumption("gpu_memory_total", f"{total / GIB:.2f} GiB", gpu.memory_note or "CUDA-visible total (given)")
+    )
+    fixed = weights_per_gpu + activation + non_torch
+    if inputs.kv_cache_memory_gib is not None:
+        kv_budget = round(inputs.kv_cache_memory_gib * GIB)
+        requested = fixed + kv_budget
+        assumptions.append(
+            Assumption("kv_cache_memory", f"{inputs.kv_cache_memory_gib:g} GiB per GPU", "--kv-cache-memory-bytes")
+        )
+    else:
+        requested = math.ceil(total * utilization)
+        kv_budget = requested - fixed
+    kv_alloc = max(0, kv_budget)
+    breakdown = MemoryBreakdown(
+        total_bytes=total,
+        requested_bytes=requested,
+        weights_bytes=weights_per_gpu,
+        activation_bytes=activation,
+        non_torch_bytes=non_torch,
+        kv_cache_bytes=kv_alloc,
+        unrequested_bytes=total - requested,
+    )
+    return _Memory(
+        weights_total=weights_total,
+        weights_expert=weights_expert,
+        weights_per_gpu=weights_per_gpu,
+        activation=activation,
+        non_torch=non_torch,
+        fixed=fixed,
+        requested=requested,
+        kv_budget=kv_budget,
+        kv_alloc=kv_alloc,
+        breakdown=breakdown,
+    )
+
+
+def _fit(
+    inputs: PlanInputs,
+    memory: _Memory,
+    *,
+    page_size: int,
+    binding: _Stage,
+    num_blocks: int,
+    in_flight: int,
+    state_blocks: int,
+    block_sizes: tuple[int, ...],
+    replica_concurrency: int,
+    target_row: ConcurrencyRow,
+) -> tuple[list[str], bool, int]:
+    """(problems, whether vLLM starts, memory per GPU it misses): first whether vLLM starts at all (weights,
+    activations and one max_model_len request), then whether the asked concurrency fits."""
+    max_len = inputs.max_model_len
+    assert max_len is not None
+    total = inputs.gpu.memory_bytes
+    requested, fixed, kv_alloc = memory.requested, memory.fixed, memory.kv_alloc
+    weights_per_gpu, activation, non_torch = memory.weights_per_gpu, memory.activation, memory.non_torch
+    worst_case = binding.worst_case
+    max_concurrency = num_blocks / worst_case if worst_case else 0.0
+    problems: list[str] = []
+    available = min(requested, total)
+    one_request = worst_case * page_size * binding.groups.group_size
+    shortfall = 0
+    if fixed > available:
+        shortfall = fixed + one_request - available
+        problems.append(
+            f"vLLM refuses to start: weights ({weights_per_gpu / GIB:.2f} GiB per GPU), activations "
+            f"({activation / GIB:.2f} GiB) and non-torch memory ({non_torch / GIB:.2f} GiB) need "
+            f"{fixed / GIB:.2f} GiB, more than the {available / GIB:.2f} GiB available per GPU; with one "
+            f"{max_len:,}-token request's KV cache ({one_request / GIB:.2f} GiB) it is {shortfall / GIB:.2f} GiB "
+            "short per GPU."
+        )
+    elif requested > total:
+        shortfall = requested - total
+        problems.append(
+            f"vLLM refuses to start: the KV cache asked for does not fit, {requested / GIB:.2f} of "
+            f"{total / GIB:.2f} GiB ({shortfall / GIB:.2f} GiB short per GPU)."
+        )
+    elif num_blocks < 1 or worst_case > num_blocks:
+        estimated = (
+            _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks, block_sizes)
+            if num_blocks
+            else 0
+        )
+        shortfall = max(1, one_request - kv_alloc)
+        problems.append(
+            f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
+            f"{one_request / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({kv_alloc / GIB:.2f} GiB), {shortfall / GIB:.2f} GiB short per GPU. Based on the available memory, "
+            f"the estimated maximum model length is {estimated}. Try increasing `gpu_memory_utilization` or "
+            "decreasing `max_model_len`."
+        )
+    starts = not problems
+    if starts and max_concurrency < replica_concurrency:
+        problems.append(
+            f"Only {max_concurrency:.2f} requests of {max_len:,} tokens fit at once, not {replica_concurrency}; "
+            f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
+            "tokens."
+        )
+    return problems, starts, shortfall
+
+
 def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
     resolved = resolve_inputs(inputs)
@@ -359,79 +539,10 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
 
     # Memory per GPU.
     ranks = tp * pp
-    if inputs.weights_gib is not None:
-        weights_total = round(inputs.weights_gib * GIB)
-        weights = weight_bytes(model, "auto")
-        expert_share = weights.routed_experts / weights.total if weights.total else 0.0
-        weights_expert = round(weights_total * expert_share)
-        assumptions.append(Assumption("weights", f"{inputs.weights_gib:g} GiB", "given (weights_gib)"))
-    else:
-        weights = weight_bytes(model, inputs.weight_dtype)
-        weights_total, weights_expert = weights.total, weights.routed_experts
-        count_source = "estimated from config shapes" if model.params_estimated else "catalog / given"
-        assumptions.append(
-            Assumption(
-                "weights",
-                f"{weights_total / GIB:.2f} GiB: {model.num_params / 1e9:.3f}B parameters, {weights.description}",
-                f"parameter count {count_source}",
-            )
-        )
-    weights_per_gpu = math.ceil(weights_total / ranks)
-    assumptions.append(
-        Assumption("weights_per_gpu", "whole model / (tp x pp)", "even split; embeddings are vocab-parallel")
-    )
-    if inputs.activation_gib is not None:
-        activation = round(inputs.activation_gib * GIB)
-    else:
-        activation = activation_bytes(
-            model,
-            tensor_parallel_size=tp,
-            max_num_batched_tokens=batched,
-            max_num_seqs=max_num_seqs,
-            rules=rules,
-        )
-        assumptions.append(
-            Assumption(
-                "activation_peak",
-                f"{activation / GIB:.2f} GiB (estimate for {batched} batched tokens, {inputs.max_num_seqs} seqs)",
-                "planner/sizing/memory.py, calibrated to measured H100 runs (llm-d planner; vLLM 0.19 and older)",
-            )
-        )
-    if inputs.non_torch_gib is not None:
-        non_torch = round(inputs.non_torch_gib * GIB)
-    else:
-        non_torch = non_torch_bytes(tensor_parallel_size=tp, rules=rules)
-        assumptions.append(
-            Assumption(
-                "non_torch_memory",
-                f"{non_torch / GIB:.2f} GiB",
-                "measured start-ups: 0.25 GiB at tp 1 and ~2.1 GiB at tp 2-4 from vLLM 0.18; 0.13 and ~0.55 before",
-            )
-        )
-    total = gpu.memory_bytes
-    assumptions.append(
-        Assumption("gpu_memory_total", f"{total / GIB:.2f} GiB", gpu.memory_note or "CUDA-visible total (given)")
-    )
-    fixed = weights_per_gpu + activation + non_torch
-    if inputs.kv_cache_memory_gib is not None:
-        kv_budget = round(inputs.kv_cache_memory_gib * GIB)
-        requested = fixed + kv_budget
-        assumptions.append(
-            Assumption("kv_cache_memory", f"{inputs.kv_cache_memory_gib:g} GiB per GPU", "--kv-cache-memory-bytes")
-        )
-    else:
-        requested = math.ceil(total * utilization)
-        kv_budget = requested - fixed
-    kv_alloc = max(0, kv_budget)
-    memory = MemoryBreakdown(
-        total_bytes=total,
-        requested_bytes=requested,
-        weights_bytes=weights_per_gpu,
-        activation_bytes=activation,
-        non_torch_bytes=non_torch,
-        kv_cache_bytes=kv_alloc,
-        unrequested_bytes=total - requested,
-    )
+    memory_step = _memory(inputs, rules, assumptions)
+    weights_total, weights_expert = memory_step.weights_total, memory_step.weights_expert
+    weights_per_gpu, kv_budget, kv_alloc = memory_step.weights_per_gpu, memory_step.kv_budget, memory_step.kv_alloc
+    memory = memory_step.breakdown
 
     # Blocks and worst cases, per pipeline stage; the engine takes the minimum blocks across ranks.
     if rules.async_in_flight:
@@ -502,46 +613,18 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
 
     # Fit: first whether vLLM starts at all, then whether the asked concurrency fits.
-    problems: list[str] = []
-    available = min(requested, total)
-    one_request = worst_case * page_size * binding.groups.group_size
-    shortfall = 0
-    if fixed > available:
-        shortfall = fixed + one_request - available
-        problems.append(
-            f"vLLM refuses to start: weights ({weights_per_gpu / GIB:.2f} GiB per GPU), activations "
-            f"({activation / GIB:.2f} GiB) and non-torch memory ({non_torch / GIB:.2f} GiB) need "
-            f"{fixed / GIB:.2f} GiB, more than the {available / GIB:.2f} GiB available per GPU; with one "
-            f"{max_len:,}-token request's KV cache ({one_request / GIB:.2f} GiB) it is {shortfall / GIB:.2f} GiB "
-            "short per GPU."
-        )
-    elif requested > total:
-        shortfall = requested - total
-        problems.append(
-            f"vLLM refuses to start: the KV cache asked for does not fit, {requested / GIB:.2f} of "
-            f"{total / GIB:.2f} GiB ({shortfall / GIB:.2f} GiB short per GPU)."
-        )
-    elif num_blocks < 1 or worst_case > num_blocks:
-        estimated = (
-            _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks, block_sizes)
-            if num_blocks
-            else 0
-        )
-        shortfall = max(1, one_request - kv_alloc)
-        problems.append(
-            f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
-            f"{one_request / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({kv_alloc / GIB:.2f} GiB), {shortfall / GIB:.2f} GiB short per GPU. Based on the available memory, "
-            f"the estimated maximum model length is {estimated}. Try increasing `gpu_memory_utilization` or "
-            "decreasing `max_model_len`."
-        )
-    starts = not problems
-    if starts and max_concurrency < replica_concurrency:
-        problems.append(
-            f"Only {max_concurrency:.2f} requests of {max_len:,} tokens fit at once, not {replica_concurrency}; "
-            f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
-            "tokens."
-        )
+    problems, starts, shortfall = _fit(
+        inputs,
+        memory_step,
+        page_size=page_size,
+        binding=binding,
+        num_blocks=num_blocks,
+        in_flight=in_flight,
+        state_blocks=state_blocks,
+        block_sizes=block_sizes,
+        replica_concurrency=replica_concurrency,
+        target_row=target_row,
+    )
     fits = not problems
     if not model.hf_id:
         warnings.append(
