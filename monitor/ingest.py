@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,17 +123,51 @@ def _refuse(outcome: IngestOutcome, node_name: str, reason: str, detail: str) ->
     return outcome
 
 
+# Per-process caches of what every batch looks up. A revoked key is refused within KEY_CACHE_S; an endpoint
+# not in the cached set is looked up again before its entry is dropped.
+KEY_CACHE_S = 30.0
+ENDPOINT_CACHE_S = 10.0
+_keys: dict[str, tuple[float, NodeKey | None]] = {}
+_endpoints: dict[int, tuple[float, set[int]]] = {}
+
+
+def _active_key(key_id: str) -> NodeKey | None:
+    cached = _keys.get(key_id)
+    if cached is not None and time.monotonic() - cached[0] < KEY_CACHE_S:
+        return cached[1]
+    key = (
+        NodeKey.objects.select_related("node")
+        .filter(key_id=key_id, revoked_at__isnull=True)
+        .only("secret", "node__name", "node__id")
+        .first()
+    )
+    if len(_keys) > 10_000:
+        _keys.clear()
+    _keys[key_id] = (time.monotonic(), key)
+    return key
+
+
+def _own_endpoints(node_id: int, *, fresh: bool = False) -> set[int]:
+    cached = _endpoints.get(node_id)
+    if not fresh and cached is not None and time.monotonic() - cached[0] < ENDPOINT_CACHE_S:
+        return cached[1]
+    own = set(Endpoint.objects.filter(node_id=node_id).values_list("pk", flat=True))
+    _endpoints[node_id] = (time.monotonic(), own)
+    return own
+
+
+def ingest_caches_clear() -> None:
+    """Forget cached keys and endpoint lists (tests revoke keys and move endpoints within one process)."""
+    _keys.clear()
+    _endpoints.clear()
+
+
 def ingest_signed(*, body: str, key_id: str, signature: str) -> IngestOutcome:
     """Verify and store one agent payload. Returns what was written and what was dropped, and why."""
     outcome = IngestOutcome()
     if not isinstance(body, str) or len(body) > MAX_BODY_BYTES:
         return _refuse(outcome, "?", "too_large", f"{len(body) if isinstance(body, str) else '?'} bytes")
-    key = (
-        NodeKey.objects.select_related("node")
-        .filter(key_id=str(key_id)[:32], revoked_at__isnull=True)
-        .only("secret", "node__name", "node__id")
-        .first()
-    )
+    key = _active_key(str(key_id)[:32])
     if key is None:
         return _refuse(outcome, "?", "unknown_key", f"key id {str(key_id)[:32]!r}")
     node = key.node
@@ -320,7 +355,9 @@ def _store(*, node: Node, payload: dict[str, Any], outcome: IngestOutcome) -> No
     if not isinstance(entries, list) or len(entries) > MAX_ENDPOINTS:
         outcome.drop("malformed")
         entries = []
-    own = set(Endpoint.objects.filter(node=node).values_list("pk", flat=True))
+    own = _own_endpoints(node.pk)
+    if any(isinstance(e, dict) and isinstance(e.get("id"), int) and e["id"] not in own for e in entries):
+        own = _own_endpoints(node.pk, fresh=True)  # registered since the cache was filled?
     rows = _Rows()
     with transaction.atomic():
         for entry in entries:

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from monitor.models import EngineRollup, EngineSample, GpuRollup, GpuSample, HistogramSample
 from monitor.partitions import is_partitioned, partitions_drop_before, partitions_ensure
+from monitor.rollups_sql import rollup_hours_sql, rollup_minutes_sql
 
 MINUTE = 60
 HOUR = 3600
@@ -148,6 +149,9 @@ def rollup_minutes(*, start: dt.datetime, end: dt.datetime) -> int:
     start, end = bucket_start(start, MINUTE), bucket_start(end, MINUTE)
     if end <= start:
         return 0
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            return rollup_minutes_sql(start=start, end=end, lookback_s=COUNTER_LOOKBACK_S)
     rows = (
         EngineSample.objects.filter(time__gte=start - dt.timedelta(seconds=COUNTER_LOOKBACK_S), time__lt=end)
         .order_by("endpoint_id", "engine", "time")
@@ -193,6 +197,9 @@ def rollup_hours(*, start: dt.datetime, end: dt.datetime) -> int:
     start, end = bucket_start(start, HOUR), bucket_start(end, HOUR)
     if end <= start:
         return 0
+    if connection.vendor == "postgresql":
+        with transaction.atomic():
+            return rollup_hours_sql(start=start, end=end)
     minutes = EngineRollup.objects.filter(resolution=MINUTE, time__gte=start, time__lt=end)
     grouped: dict[tuple[int, int, dt.datetime], list[EngineRollup]] = defaultdict(list)
     for row in minutes.iterator(chunk_size=5000):

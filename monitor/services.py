@@ -53,7 +53,12 @@ def node_key_create(*, name: str, revoke_others: bool = False) -> NodeKeyMateria
 
 
 def node_keys_revoke(*, name: str) -> int:
-    return NodeKey.objects.filter(node__name=name, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    """Revoke every key of the node. Ingest workers stop accepting them within their key cache's 30 s."""
+    from monitor.ingest import ingest_caches_clear
+
+    count = NodeKey.objects.filter(node__name=name, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    ingest_caches_clear()
+    return count
 
 
 def endpoint_url_clean(url: str) -> str:

@@ -5,13 +5,15 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from monitor.ingest import ingest_caches_clear
 from monitor.partitions import forget_known_partitions
 
 
 @pytest.fixture(autouse=True)
 def _forget_partitions() -> None:
-    # Test databases are created and rolled back: the process-wide cache of partitions must not outlive them.
+    # Test databases are created and rolled back: process-wide caches must not outlive them.
     forget_known_partitions()
+    ingest_caches_clear()
 
 
 @pytest.fixture
