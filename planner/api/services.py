@@ -1,4 +1,4 @@
-"""Writes behind the API: scenarios and imported models. Each checks with the engine before it saves."""
+"""Writes behind the API that only the API makes: imported models. Scenario writes are planner.services'."""
 
 from __future__ import annotations
 
@@ -9,37 +9,11 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from planner.api.sizing import CUSTOM_MODEL_NAME, config_model_spec
-from planner.models import ModelProfile, Scenario
-from planner.services import scenario_plan
+from planner.models import ModelProfile
 from planner.sizing import ModelSpec, SizingInputError
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
-
-
-def _check_plannable(scenario: Scenario) -> None:
-    # A scenario is only saved when the engine can plan it, so a stored scenario means an answerable question.
-    # (It can still stop planning later, when its model row changes; reads report that as plan_errors.)
-    scenario_plan(scenario=scenario)
-
-
-@transaction.atomic
-def scenario_create(*, owner: AbstractBaseUser, data: dict[str, Any]) -> Scenario:
-    """Save a new scenario owned by ``owner``; raises SizingInputError when the engine cannot plan it."""
-    scenario = Scenario(owner=owner, **data)
-    _check_plannable(scenario)
-    scenario.save()
-    return scenario
-
-
-@transaction.atomic
-def scenario_update(*, scenario: Scenario, data: dict[str, Any]) -> Scenario:
-    """Change the given fields (a full or partial update); nothing is saved unless the engine can plan it."""
-    for field, value in data.items():
-        setattr(scenario, field, value)
-    _check_plannable(scenario)
-    scenario.save()
-    return scenario
 
 
 @dataclass(frozen=True)
