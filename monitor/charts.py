@@ -8,6 +8,7 @@ A step with no sample is null, and Plotly draws it as a gap (connectgaps stays o
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import Any
 
 from django.utils import timezone
@@ -54,8 +55,14 @@ _COLORS = {"actual": "#3559d6", "plan": "#1a7f45", "second": "#b54708", "third":
 
 
 def _iso(points: list[tuple[int, float | None]]) -> tuple[list[str], list[float | None]]:
-    xs = [dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat() for t, _ in points]
-    return xs, [value for _, value in points]
+    times = tuple(t for t, _ in points)
+    return _iso_times(times), [value for _, value in points]
+
+
+@functools.lru_cache(maxsize=64)
+def _iso_times(times: tuple[int, ...]) -> list[str]:
+    # Most traces of a page share one grid: format its times once.
+    return [dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat() for t in times]
 
 
 def _line(points, name: str, color: str, *, line: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

@@ -59,7 +59,18 @@ class ModelProfileAdmin(admin.ModelAdmin):
 
 @admin.register(GpuProfile)
 class GpuProfileAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "memory_bytes", "bandwidth_tbs", "bf16_tflops", "price_per_hour", "is_catalog")
+    list_display = (
+        "name",
+        "slug",
+        "memory_bytes",
+        "bandwidth_tbs",
+        "bf16_tflops",
+        "price_per_hour",
+        "price_date",
+        "is_catalog",
+    )
+    # Prices move every few months: editable straight from the list, each with its source and date.
+    list_editable = ("price_per_hour", "price_date")
     list_filter = ("is_catalog", "fp8")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}

@@ -15,14 +15,8 @@ from typing import Any
 
 from planner.models import GIB, Scenario
 from planner.selectors import PlanOutcome, tokens_label
-from planner.sizing import ModelSpec, Plan
-from planner.sizing.kv_cache import (
-    kv_bytes_per_token_per_layer,
-    kv_element_bytes,
-    pipeline_stages,
-    request_blocks,
-    stage_groups,
-)
+from planner.sizing import ModelSpec, Plan, context_curve
+from planner.sizing.figures import kv_bytes_per_sequence_per_gpu
 
 COLORS = {
     "weights": "#6b7a99",
@@ -44,6 +38,7 @@ BASE_LAYOUT: dict[str, Any] = {
 }
 # The context curves fall from top left to bottom right: the top right corner is free for the legend.
 INSIDE_LEGEND = {"x": 0.99, "xanchor": "right", "y": 0.99, "bgcolor": "rgba(255,255,255,0.85)"}
+LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.2, "yanchor": "top"}
 # The hypothetical variants of chart 3: the seed article's picture of why GQA and MLA exist.
 KV_DTYPES = (("bfloat16", "bf16", "solid"), ("fp8", "fp8", "dash"), ("int4", "int4", "dot"))
 MLA_LATENT = (512, 64)  # DeepSeek-V2/V3's kv_lora_rank + qk_rope_head_dim
@@ -127,25 +122,34 @@ def memory_figure(*, plan: Plan) -> dict[str, Any]:
     return {"data": data, "layout": layout}
 
 
+def curve_concurrencies(plan: Plan) -> list[int]:
+    """Every concurrency up to 16, then eight steps per doubling up to 256 (or the scenario's concurrency)."""
+    top = max(256, plan.inputs.concurrency)
+    grid = set(range(1, 17)) | {round(2 ** (k / 8)) for k in range(32, 8 * top.bit_length() + 1)}
+    grid |= {row.concurrency for row in plan.concurrency_table}
+    return sorted(n for n in grid if n <= top)
+
+
 def context_concurrency_figure(*, plan: Plan) -> dict[str, Any]:
     """Longest context that fits at each concurrency, with this scenario's SLA point marked."""
-    rows = plan.concurrency_table
+    concurrencies = curve_concurrencies(plan)
+    points = context_curve(plan, concurrencies)
     data = [
         {
             "type": "scatter",
-            "mode": "lines+markers",
+            "mode": "lines",
             "name": "max context (capped at max_model_len)",
-            "x": [row.concurrency for row in rows],
-            "y": [row.max_context_len for row in rows],
-            "line": {"color": COLORS["kv"], "shape": "hv"},
+            "x": concurrencies,
+            "y": [capped for capped, _ in points],
+            "line": {"color": COLORS["kv"]},
             "hovertemplate": "%{x} sequences: %{y:,} tokens<extra></extra>",
         },
         {
             "type": "scatter",
             "mode": "lines",
             "name": "KV-cache limit",
-            "x": [row.concurrency for row in rows],
-            "y": [row.kv_limited_context_len for row in rows],
+            "x": concurrencies,
+            "y": [kv for _, kv in points],
             "line": {"color": COLORS["kv"], "dash": "dot", "width": 1},
             "hovertemplate": "%{x} sequences: %{y:,} tokens of KV cache<extra></extra>",
         },
@@ -210,21 +214,6 @@ def attention_variants(model: ModelSpec) -> list[tuple[str, ModelSpec]]:
     if own == "MQA":
         variants.insert(2, ("MQA", model))
     return [(f"{label} (own)" if label.split(" ")[0] == own else label, spec) for label, spec in variants]
-
-
-def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtype: str, context_tokens: int) -> int:
-    """What one sequence of ``context_tokens`` holds on the fullest GPU, in whole blocks, as vLLM allocates."""
-    inputs = plan.inputs
-    element = kv_element_bytes(kv_cache_dtype, model.dtype)
-    per_layer = kv_bytes_per_token_per_layer(model, inputs.tensor_parallel_size, element)
-    worst = 0
-    for layers in pipeline_stages(model.num_layers, inputs.pipeline_parallel_size):
-        stage = stage_groups(model, layers)
-        blocks = request_blocks(
-            model, stage, context_tokens, plan.block_size, plan.in_flight_tokens, plan.state_blocks_per_request or 1
-        )
-        worst = max(worst, blocks * stage.group_size * plan.block_size * per_layer)
-    return worst
 
 
 def context_grid(plan: Plan) -> list[int]:
@@ -321,6 +310,39 @@ def detail_figures(*, plan: Plan) -> dict[str, dict[str, Any]]:
     }
 
 
+def chart_slots(*, plan: Plan) -> list[dict[str, Any]]:
+    """The detail page's chart containers: id, full width or not, and the accessible name screen readers say."""
+    inputs = plan.inputs
+    asked = f"{inputs.concurrency} × {tokens_label(inputs.max_model_len or 0)}"
+    row = plan.concurrency_table[0] if plan.concurrency_table else None
+    return [
+        {
+            "id": "chart-memory",
+            "wide": True,
+            "label": f"GPU memory per GPU: weights, activation peak, non-torch, KV cache "
+            f"{plan.memory_per_gpu.kv_cache_bytes / GIB:.1f} GiB of {plan.memory_per_gpu.total_bytes / GIB:.1f} GiB",
+        },
+        {
+            "id": "chart-context",
+            "wide": False,
+            "label": f"Max context vs concurrency: {row.max_context_len if row else 0:,} tokens for one sequence, "
+            f"{plan.max_context_len:,} at the asked {asked}",
+        },
+        {
+            "id": "chart-allocation",
+            "wide": False,
+            "label": f"Sequences of {plan.allocation.sequence_tokens:,} tokens that fit: "
+            f"{plan.allocation.naive_sequences:,} contiguous, {plan.allocation.paged_sequences:,} paged",
+        },
+        {
+            "id": "chart-kv-variants",
+            "wide": True,
+            "label": f"KV cache per sequence against context for {inputs.model.name} and its MHA, GQA and MLA "
+            "variants in bf16, fp8 and int4, against the KV budget per GPU",
+        },
+    ]
+
+
 def compare_figures(*, scenarios: Sequence[Scenario], outcomes: Sequence[PlanOutcome]) -> dict[str, dict[str, Any]]:
     """Max context vs concurrency for each scenario, overlaid, each with its SLA point."""
     data = []
@@ -328,16 +350,16 @@ def compare_figures(*, scenarios: Sequence[Scenario], outcomes: Sequence[PlanOut
         plan = outcome.plan
         if plan is None:
             continue
-        rows = plan.concurrency_table
+        concurrencies = curve_concurrencies(plan)
         data.append(
             {
                 "type": "scatter",
-                "mode": "lines+markers",
+                "mode": "lines",
                 "name": plot_text(scenario.name),
                 "legendgroup": str(scenario.pk),
-                "x": [row.concurrency for row in rows],
-                "y": [row.max_context_len for row in rows],
-                "line": {"color": color, "shape": "hv"},
+                "x": concurrencies,
+                "y": [capped for capped, _ in context_curve(plan, concurrencies)],
+                "line": {"color": color},
                 "hovertemplate": f"{plot_text(scenario.name)}: %{{x}} × %{{y:,}} tokens<extra></extra>",
             }
         )
@@ -350,6 +372,8 @@ def compare_figures(*, scenarios: Sequence[Scenario], outcomes: Sequence[PlanOut
         height=420,
         xaxis={"title": {"text": "concurrent sequences"}, "type": "log", "dtick": math.log10(2)},
         yaxis={"title": {"text": "tokens per sequence"}, "type": "log", "tickformat": "~s"},
-        legend=INSIDE_LEGEND,
+        # Below the plot: the overlaid curves may reach any corner, so a legend inside would cover one.
+        legend=LEGEND_BELOW,
+        margin={"l": 64, "r": 24, "t": 48, "b": 96},
     )
     return {"chart-compare": {"data": data, "layout": layout}}

@@ -12,17 +12,20 @@ from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MinValueValidator
 
 from planner import services
+from planner.api.sizing import HF_REPO_ID, config_hf_id
 from planner.json_documents import document_problem
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
-from planner.selectors import EXPORT_FORMAT
-from planner.sizing import ModelSpec, Plan, PlanInputs, SizingInputError, compute_plan
+from planner.plan_inputs import plan_inputs_from_values
+from planner.selectors import EXPORT_FORMAT, EXPORT_VERSION, scenario_duplicates
+from planner.services import SCENARIO_WRITE_FIELDS
+from planner.sizing import ModelSpec, Plan, SizingInputError, compute_plan
 
 # A config.json is a few kilobytes; anything this large is a mistake (or an attack), not a model.
 MAX_CONFIG_BYTES = 1_000_000
 
 BLOCK_SIZE_CHOICES = [("", "default (16; 64 for MLA)")] + [(str(n), str(n)) for n in (1, 8, 16, 32, 64, 128, 256)]
 # Suggestions only (a datalist): the engine accepts any release it knows and says so when it does not.
-ENGINE_VERSION_SUGGESTIONS = ("latest", "0.8", "0.9", "0.10", "0.11", "0.15", "0.19")
+ENGINE_VERSION_SUGGESTIONS = ("latest", "0.8", "0.9", "0.10", "0.11", "0.15", "0.19", "0.21", "0.33")
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,10 @@ class ScenarioForm(forms.ModelForm):
             groups.append((group, fields, is_open))
         return groups
 
+    def scenario_data(self) -> dict[str, Any]:
+        """The cleaned values a scenario service writes (planner.services.scenario_create and friends)."""
+        return {name: self.cleaned_data.get(name) for name in SCENARIO_WRITE_FIELDS}
+
     def clean_num_speculative_tokens(self) -> int:
         value = self.cleaned_data.get("num_speculative_tokens")
         return int(value) if value is not None else 0
@@ -188,11 +195,7 @@ class ScenarioForm(forms.ModelForm):
             self.add_error("model", [f"{profile}: {key}: {message}" for key, message in error.errors.items()])
             return cleaned
         try:
-            inputs = PlanInputs(
-                model=model,
-                gpu=cleaned["gpu"].spec(),
-                **{field: cleaned.get(field) for field in SCENARIO_INPUT_FIELDS},
-            )
+            inputs = plan_inputs_from_values(model=model, gpu=cleaned["gpu"].spec(), values=cleaned)
             self.plan = compute_plan(inputs)
         except SizingInputError as error:
             add_sizing_errors(self, error)
@@ -239,7 +242,15 @@ class CustomModelForm(forms.Form):
     slug = forms.SlugField(
         max_length=100, required=False, help_text="Blank: made from the name (a number is added if taken)."
     )
-    hf_id = forms.CharField(label="Hugging Face id", max_length=200, required=False)
+    hf_id = forms.RegexField(
+        HF_REPO_ID,
+        label="Hugging Face id",
+        max_length=200,
+        required=False,
+        help_text="The repo the config.json came from (org/name), named by the vllm serve command. "
+        "Blank: the config's _name_or_path when it names one.",
+        error_messages={"invalid": "Give the repo id as org/name, e.g. Qwen/Qwen3-8B."},
+    )
     config_text = forms.CharField(
         label="config.json", required=False, widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"})
     )
@@ -281,6 +292,8 @@ class CustomModelForm(forms.Form):
             self.add_service_errors(error)
             return cleaned
         self.config = config
+        if not cleaned.get("hf_id"):
+            cleaned["hf_id"] = config_hf_id(config) or ""
         return cleaned
 
     def add_service_errors(self, error: SizingInputError) -> None:
@@ -295,6 +308,11 @@ class ScenarioImportForm(forms.Form):
         label="Scenario JSON", required=False, widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"})
     )
     file = forms.FileField(label="…or upload the exported file", required=False)
+    import_duplicate = forms.BooleanField(
+        label="Import even if the same scenario exists",
+        required=False,
+        help_text="A scenario with the same name, model, GPU and inputs is refused unless this is ticked.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -336,6 +354,16 @@ class ScenarioImportForm(forms.Form):
                 for message in messages:
                     self.add_error(source_field, f"{label}: {message}")
             return cleaned
+        if not cleaned.get("import_duplicate"):
+            existing = scenario_duplicates(data=form.scenario_data()).first()
+            if existing is not None:
+                self.add_error(
+                    source_field,
+                    f"A scenario with the same name and inputs exists already: “{existing.name}” (#{existing.pk}, "
+                    f"owner {existing.owner.get_username()}). Tick “{self.fields['import_duplicate'].label}” to "
+                    "import it again.",
+                )
+                return cleaned
         self.scenario_form = form
         return cleaned
 
@@ -346,6 +374,10 @@ def _export_document_errors(doc: Any) -> list[str]:
     errors = []
     if doc.get("format") not in (None, EXPORT_FORMAT):
         errors.append(f"format: expected {EXPORT_FORMAT!r}, got {doc.get('format')!r}")
+    # A file without a version is hand-written in today's shape; any other version is one kvdash cannot read.
+    version = doc.get("version", EXPORT_VERSION)
+    if isinstance(version, bool) or version != EXPORT_VERSION:
+        errors.append(f"version: this kvdash reads version {EXPORT_VERSION} files, got {version!r}")
     for key in ("name", "model", "gpu"):
         if not isinstance(doc.get(key), str) or not doc.get(key):
             errors.append(f"{key}: required (a string)")

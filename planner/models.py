@@ -91,7 +91,15 @@ class GpuProfile(models.Model):
     marketed_memory_gb = models.FloatField(null=True, blank=True)
     bandwidth_tbs = models.FloatField("memory bandwidth (TB/s)", validators=[MinValueValidator(0.001)])
     bf16_tflops = models.FloatField("dense BF16 TFLOPS", validators=[MinValueValidator(0.001)])
-    price_per_hour = models.FloatField("price per GPU-hour (USD)", null=True, blank=True)
+    price_per_hour = models.FloatField(
+        "price per GPU-hour (USD)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0)],
+        help_text="An on-demand cloud list price. Blank: searches rank this GPU after the priced ones.",
+    )
+    price_source = models.TextField("price source", blank=True, help_text="Where the price was read (a URL).")
+    price_date = models.DateField("price as of", null=True, blank=True)
     fp8 = models.BooleanField("native fp8", default=False)
     source = models.TextField(blank=True)
     notes = models.TextField(blank=True)

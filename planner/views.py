@@ -22,7 +22,7 @@ from planner.forms import (
     ScenarioForm,
     ScenarioImportForm,
 )
-from planner.models import SCENARIO_INPUT_FIELDS, Scenario
+from planner.models import Scenario
 from planner.permissions import can_delete_scenario, can_edit_scenario, is_planner
 from planner.sizing import SizingInputError, plan_to_dict
 
@@ -79,8 +79,7 @@ def scenario_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ScenarioForm(request.POST)
         if form.is_valid():
-            form.instance.owner = request.user
-            scenario = form.save()
+            scenario = services.scenario_create(owner=request.user, data=form.scenario_data())
             messages.success(request, f"Saved “{scenario.name}”.")
             return redirect("planner:scenario-detail", pk=scenario.pk)
     else:
@@ -100,7 +99,7 @@ def scenario_edit(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST":
         form = ScenarioForm(request.POST, instance=scenario)
         if form.is_valid():
-            form.save()
+            services.scenario_update(scenario=scenario, data=form.scenario_data())
             messages.success(request, "Saved.")
             return redirect("planner:scenario-detail", pk=scenario.pk)
     else:
@@ -109,14 +108,19 @@ def scenario_edit(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_http_methods(["GET"])
+@require_http_methods(["GET", "POST"])
 def scenario_clone(request: HttpRequest, pk: int) -> HttpResponse:
-    """A create form filled from the scenario: nothing is written until the copy is saved."""
+    """A create form filled from the scenario; its Save writes a new scenario owned by the user."""
     _require_planner(request)
     source = get_object_or_404(selectors.scenario_queryset(), pk=pk)
-    initial = {name: getattr(source, name) for name in SCENARIO_INPUT_FIELDS}
-    initial.update(name=f"{source.name} (copy)", notes=source.notes, model=source.model.slug, gpu=source.gpu.slug)
-    form = ScenarioForm(initial=initial)
+    if request.method == "POST":
+        form = ScenarioForm(request.POST)
+        if form.is_valid():
+            scenario = services.scenario_clone(source=source, owner=request.user, data=form.scenario_data())
+            messages.success(request, f"Saved “{scenario.name}”, a copy of “{source.name}”.")
+            return redirect("planner:scenario-detail", pk=scenario.pk)
+    else:
+        form = ScenarioForm(initial=services.scenario_clone_initial(source=source))
     return _render_form(request, form, title=f"Clone {source.name}", scenario=None)
 
 
@@ -150,6 +154,7 @@ def scenario_detail(request: HttpRequest, pk: int) -> HttpResponse:
             memory_rows=selectors.plan_memory_rows(plan=plan),
             plan=plan,
             figures=charts.detail_figures(plan=plan),
+            chart_slots=charts.chart_slots(plan=plan),
         )
     return render(request, "planner/scenario_detail.html", context)
 
@@ -162,7 +167,7 @@ def scenario_delete(request: HttpRequest, pk: int) -> HttpResponse:
         raise PermissionDenied("Only the owner or staff delete a scenario.")
     if request.method == "POST":
         name = scenario.name
-        scenario.delete()
+        services.scenario_delete(scenario=scenario)
         messages.success(request, f"Deleted “{name}”.")
         return redirect("planner:scenario-list")
     return render(request, "planner/scenario_confirm_delete.html", {"scenario": scenario})
@@ -184,8 +189,7 @@ def scenario_import(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ScenarioImportForm(request.POST, request.FILES)
         if form.is_valid() and form.scenario_form is not None:
-            form.scenario_form.instance.owner = request.user
-            scenario = form.scenario_form.save()
+            scenario = services.scenario_create(owner=request.user, data=form.scenario_form.scenario_data())
             messages.success(request, f"Imported “{scenario.name}”.")
             return redirect("planner:scenario-detail", pk=scenario.pk)
     else:

@@ -22,7 +22,7 @@ from monitor.alerting import (
     silence_create,
     silences_active,
 )
-from monitor.api.permissions import MonitorAccess
+from monitor.api.permissions import MAX_ID, MonitorAccess
 from monitor.models import Alert, AlertState
 from monitor.services import MonitorInputError
 
@@ -59,7 +59,7 @@ class AlertSerializer(serializers.ModelSerializer):
 
 class AlertQuerySerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=AlertState.choices, required=False)
-    endpoint = serializers.IntegerField(required=False, min_value=1)
+    endpoint = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
 
 
 class AlertSilenceSerializer(serializers.Serializer):

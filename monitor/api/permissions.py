@@ -33,3 +33,7 @@ class MonitorAccess(BasePermission):
         if action is None or model is None or not request.user.is_authenticated:
             return False
         return request.user.has_perm(f"monitor.{action}_{model._meta.model_name}")
+
+
+# The largest primary key a bigint column holds: ids above it are refused as input, never sent to the database.
+MAX_ID = 2**63 - 1

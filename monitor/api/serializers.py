@@ -6,6 +6,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from monitor.api.permissions import MAX_ID
 from monitor.models import Endpoint, Gpu, Node
 from monitor.planned import endpoint_planned
 from monitor.series import METRICS
@@ -72,7 +73,7 @@ class EndpointCreateSerializer(serializers.Serializer):
     url = serializers.CharField(max_length=500)
     node = serializers.CharField(max_length=63)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    scenario = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+    scenario = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1, max_value=MAX_ID)
     gpu_indices = serializers.ListField(
         child=serializers.IntegerField(min_value=0, max_value=255), required=False, max_length=64
     )
@@ -80,7 +81,7 @@ class EndpointCreateSerializer(serializers.Serializer):
 
 class EndpointUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    scenario = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    scenario = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_ID)
     enabled = serializers.BooleanField(required=False)
     gpu_indices = serializers.ListField(
         child=serializers.IntegerField(min_value=0, max_value=255), required=False, max_length=64

@@ -11,7 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from monitor.api.permissions import MonitorAccess
+from monitor.api.permissions import MAX_ID, MonitorAccess
 from monitor.models import PrometheusSource, PrometheusTarget
 from monitor.prometheus_sources import prometheus_endpoint_register, prometheus_source_save
 from monitor.services import MonitorInputError
@@ -52,7 +52,7 @@ class PrometheusTargetInputSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     source = serializers.CharField(max_length=63, help_text="The source's name.")
     selector = serializers.CharField(max_length=500, help_text='e.g. {instance="10.0.0.7:8000"}')
-    scenario = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+    scenario = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1, max_value=MAX_ID)
     node = serializers.CharField(max_length=63, required=False, allow_null=True, default=None)
     url = serializers.CharField(max_length=500, required=False, allow_null=True, default=None)
 

@@ -59,6 +59,8 @@ class GpuProfileSerializer(serializers.ModelSerializer):
             "bandwidth_tbs",
             "bf16_tflops",
             "price_per_hour",
+            "price_source",
+            "price_date",
             "fp8",
             "is_catalog",
             "source",

@@ -5,19 +5,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from planner.api.selectors import cached_model_spec
 from planner.models import ModelProfile
+from planner.selectors import cached_model_spec
 from planner.sizing import ModelSpec, SizingInputError
-from planner.sizing.kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes
+from planner.sizing.figures import kv_bytes_per_token
 
 
 def model_shape_from_spec(spec: ModelSpec) -> dict[str, Any]:
-    # Every attention layer caches every token (vLLM allocates pages per layer, windows only free them
-    # later), so the headline figure is attention layers x per-layer bytes at one rank, in bf16 whatever the
-    # checkpoint's dtype. Recurrent-state layers (hybrid models) hold a fixed state per request instead.
-    per_layer = kv_bytes_per_token_per_layer(spec, 1, kv_element_bytes("bfloat16", spec.dtype))
+    # Every attention layer caches every token (vLLM allocates pages per layer, windows only free them later);
+    # recurrent-state layers (hybrid models) hold a fixed state per request instead: the engine counts so.
     shape = dataclasses.asdict(spec)
-    shape["kv_bytes_per_token_bf16"] = spec.num_attention_layers * per_layer
+    shape["kv_bytes_per_token_bf16"] = kv_bytes_per_token(spec, "bfloat16")
     return shape
 
 

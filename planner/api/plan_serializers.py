@@ -145,7 +145,10 @@ class ConcurrencyRowSerializer(serializers.Serializer):
     concurrency = serializers.IntegerField()
     max_context_len = serializers.IntegerField(help_text="Longest context each sequence can have at this concurrency.")
     kv_limited_context_len = serializers.IntegerField(help_text="What the KV cache alone would allow.")
-    limited_by = serializers.ChoiceField(choices=["kv_cache", "model"])
+    limited_by = serializers.ChoiceField(
+        choices=["max_model_len", "max_position_embeddings", "kv_cache"],
+        help_text="What binds: the scenario's max_model_len, the model's positions, or the KV cache.",
+    )
 
 
 class AllocationSerializer(serializers.Serializer):
@@ -208,12 +211,14 @@ class PlanSerializer(serializers.Serializer):
     kv_capacity_tokens = serializers.IntegerField(help_text="num_gpu_blocks x block_size.")
     worst_case_blocks_per_request = serializers.IntegerField(help_text="Blocks one max_model_len request may need.")
     max_concurrency = _float("Concurrent requests of max_model_len tokens the KV cache holds.")
-    max_context_len = serializers.IntegerField(help_text="Longest context per sequence at the requested concurrency.")
+    max_context_len = serializers.IntegerField(
+        help_text="Longest context per sequence at the requested concurrency, never above max_model_len."
+    )
     fits = serializers.BooleanField(help_text="The model loads and at least one max_model_len request fits.")
     problems = serializers.ListField(child=serializers.CharField(), help_text="Why it does not fit or meet the SLA.")
     concurrency_table = ConcurrencyRowSerializer(many=True)
     allocation = AllocationSerializer()
-    estimates = EstimatesSerializer()
+    estimates = EstimatesSerializer(allow_null=True, help_text="Null when vLLM would not start (starts false).")
     advice = AdviceRowSerializer(many=True)
     vllm_command = serializers.CharField()
     assumptions = AssumptionSerializer(many=True)
@@ -225,6 +230,16 @@ class PlanSerializer(serializers.Serializer):
     kv_groups = KvCacheGroupSerializer(many=True)
     in_flight_tokens = serializers.IntegerField(help_text="Tokens scheduled at once, which sliding windows keep.")
     data_parallel_size = serializers.IntegerField(help_text="Replicas: gpu_count / (tp x pp).")
+    longest_max_model_len = serializers.IntegerField(
+        help_text="Longest max_model_len vLLM would start with here (one request fits; capped by the model's "
+        "positions), whatever the scenario's max_model_len."
+    )
+    starts = serializers.BooleanField(
+        help_text="Whether vLLM would start with these settings; when false the vllm_command is one it refuses."
+    )
+    shortfall_bytes_per_gpu = serializers.IntegerField(
+        help_text="Memory per GPU missing for vLLM to start with one max_model_len request (0 when it starts)."
+    )
     reported_kv_cache_tokens = serializers.IntegerField(
         help_text='What vLLM logs as "GPU KV cache size: N tokens" for this engine version (from 0.24: max '
         "concurrency x max_model_len; before: blocks // groups x block size). kv_capacity_tokens is the physical "
@@ -248,4 +263,7 @@ class CandidateSerializer(serializers.Serializer):
     data_parallel_size = serializers.IntegerField()
     kv_cache_dtype = serializers.CharField()
     cost_per_hour = serializers.FloatField(allow_null=True)
+    price_note = serializers.CharField(
+        help_text="Empty when priced; otherwise says the GPU has no price and ranks after every priced one."
+    )
     plan = PlanSerializer()

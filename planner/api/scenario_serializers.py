@@ -8,9 +8,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from planner.api.plan_serializers import PlanSerializer
-from planner.api.selectors import scenario_plan_result
 from planner.api.strict_input import StrictInputMixin
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
+from planner.selectors import scenario_plan_result
 
 
 class CatalogSlugField(serializers.SlugRelatedField):
@@ -70,7 +70,9 @@ class ScenarioFilterSerializer(serializers.Serializer):
     model = serializers.CharField(required=False, max_length=100, help_text="Model slug.")
     gpu = serializers.CharField(required=False, max_length=100, help_text="GPU slug.")
     owner = serializers.CharField(required=False, max_length=150, help_text="Owner's username.")
-    search = serializers.CharField(required=False, max_length=200, help_text="Part of the scenario name.")
+    search = serializers.CharField(
+        required=False, max_length=200, help_text="Part of the scenario's name or notes, or of its model or GPU name."
+    )
 
 
 class ScenarioPlanErrorSerializer(serializers.Serializer):

@@ -1,49 +1,17 @@
-"""Writes behind the API: scenarios and imported models. Each checks with the engine before it saves."""
+"""Writes behind the API that only the API makes: imported models. Scenario writes are planner.services'."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
-
 from planner.api.sizing import CUSTOM_MODEL_NAME
-from planner.models import ModelProfile, Scenario
-from planner.services import custom_model_create, custom_model_spec, scenario_plan
+from planner.models import ModelProfile
+from planner.services import custom_model_create, custom_model_spec
 from planner.sizing import ModelSpec
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
-
-
-def _check_plannable(scenario: Scenario) -> None:
-    # A scenario is only saved when the engine can plan it, so a stored scenario means an answerable question.
-    # (It can still stop planning later, when its model row changes; reads report that as plan_errors.)
-    scenario_plan(scenario=scenario)
-
-
-@transaction.atomic
-def scenario_create(*, owner: AbstractBaseUser, data: dict[str, Any]) -> Scenario:
-    """Save a new scenario owned by ``owner``; raises SizingInputError when the engine cannot plan it."""
-    scenario = Scenario(owner=owner, **data)
-    _check_plannable(scenario)
-    scenario.save()
-    return scenario
-
-
-@transaction.atomic
-def scenario_update(*, scenario: Scenario, data: dict[str, Any]) -> Scenario:
-    """Change the given fields (a full or partial update); nothing is saved unless the engine can plan it.
-
-    The row is read again under a lock and only the given fields are written: two PATCHes of different fields at
-    once both land (the second waits for the first, then applies its change to the row the first left).
-    """
-    locked = Scenario.objects.select_for_update().select_related("owner", "model", "gpu").get(pk=scenario.pk)
-    for field, value in data.items():
-        setattr(locked, field, value)
-    _check_plannable(locked)
-    locked.save(update_fields=[*data, "updated"])
-    return locked
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.fields import Field
 
-from planner.api.sizing import DEFAULT_GPU_BANDWIDTH_TBS, DEFAULT_GPU_BF16_TFLOPS
+from planner.api.sizing import DEFAULT_GPU_BANDWIDTH_TBS, DEFAULT_GPU_BF16_TFLOPS, HF_REPO_ID
 from planner.api.strict_input import StrictInputMixin
 from planner.models import ContextRounding, KvCacheDtype, WeightDtype
 
@@ -47,6 +47,13 @@ class SizeRequestSerializer(StrictInputMixin, PrototypeFieldsMixin, serializers.
         required=False,
         help_text="A Hugging Face config.json object (nested text_config allowed), instead of a catalog model. "
         "A ModelOpt checkpoint's hf_quant_config.json (NVFP4, FP8) goes under its key hf_quant_config.",
+    )
+    model_hf_id = serializers.RegexField(
+        HF_REPO_ID,
+        required=False,
+        max_length=200,
+        help_text="The Hugging Face repo id model_config came from (org/name), for the vllm serve command. "
+        "Blank: the config's _name_or_path when it names a repo.",
     )
     gpu = serializers.CharField(
         required=False, max_length=100, help_text="Catalog GPU slug (GET /api/v1/gpus/). Or give gpu_memory_gib."

@@ -6,11 +6,12 @@ and renames the engine's error keys to the request's field names, so a 400 point
 
 from __future__ import annotations
 
-import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from planner.api.selectors import gpu_spec_by_slug, gpu_specs, model_spec_by_slug
+from planner.plan_inputs import plan_inputs_from_values
+from planner.selectors import gpu_spec_by_slug, gpu_specs, model_spec_by_slug
 from planner.sizing import (
     GpuSpec,
     ModelSpec,
@@ -28,11 +29,16 @@ from planner.sizing import (
 DEFAULT_GPU_BANDWIDTH_TBS = 1.0
 DEFAULT_GPU_BF16_TFLOPS = 100.0
 CUSTOM_MODEL_NAME = "custom model"
+# A Hugging Face repo id: "org/name" (letters, digits, - _ .), as vllm serve takes it.
+HF_REPO_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$"
+_HF_REPO_ID = re.compile(HF_REPO_ID)
 
-# Request fields handed to PlanInputs unchanged (everything but the model and the GPU).
-PLAN_INPUT_FIELDS: tuple[str, ...] = tuple(
-    field.name for field in dataclasses.fields(PlanInputs) if field.name not in ("model", "gpu")
-)
+
+def config_hf_id(config: Any) -> str | None:
+    """The repo a config.json names in ``_name_or_path`` (transformers writes it on save), if it is one."""
+    value = config.get("_name_or_path") if isinstance(config, Mapping) else None
+    return value if isinstance(value, str) and _HF_REPO_ID.match(value) else None
+
 
 # Engine error keys raised while building an ad-hoc GPU, and the request fields they came from.
 _CUSTOM_GPU_FIELDS = {
@@ -56,13 +62,21 @@ def config_model_spec(
     field: str = "model_config",
     num_params: int | None = None,
     num_active_params: int | None = None,
+    hf_id: str | None = None,
 ) -> ModelSpec:
-    """A ModelSpec from a caller's HF config.json; every complaint is reported under ``field``."""
+    """A ModelSpec from a caller's HF config.json; every complaint is reported under ``field``.
+
+    ``hf_id`` (else the config's ``_name_or_path``) is the repo the vllm serve command names.
+    """
     if not isinstance(config, Mapping) or not config:
         raise SizingInputError({field: "must be a non-empty JSON object (an HF config.json)"})
     try:
         return model_spec_from_hf_config(
-            dict(config), name=name or CUSTOM_MODEL_NAME, num_params=num_params, num_active_params=num_active_params
+            dict(config),
+            name=name or CUSTOM_MODEL_NAME,
+            num_params=num_params,
+            num_active_params=num_active_params,
+            hf_id=hf_id or config_hf_id(config),
         )
     except SizingInputError as exc:
         raise SizingInputError({field: _flatten(exc.errors)}) from exc
@@ -74,7 +88,7 @@ def config_model_spec(
 def _model_spec(data: Mapping[str, Any], errors: dict[str, str]) -> ModelSpec | None:
     if data.get("model_config") is not None:
         try:
-            return config_model_spec(config=data["model_config"])
+            return config_model_spec(config=data["model_config"], hf_id=data.get("model_hf_id"))
         except SizingInputError as exc:
             errors.update(exc.errors)
             return None
@@ -143,8 +157,8 @@ def size_plan_inputs(*, data: Mapping[str, Any], gpu_required: bool = True) -> P
     if gpu is None:
         # A search without a GPU: PlanInputs needs one, the search replaces it with each catalog GPU in turn.
         gpu = custom_gpu(memory_gib=80.0)
-    values = {key: data[key] for key in PLAN_INPUT_FIELDS if data.get(key) is not None}
-    return PlanInputs(model=model, gpu=gpu, **values)  # type: ignore[arg-type]
+    assert model is not None
+    return plan_inputs_from_values(model=model, gpu=gpu, values=data)
 
 
 def size_plan(*, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,7 +173,7 @@ def size_search(*, data: Mapping[str, Any]) -> list[dict[str, Any]]:
     gpus = gpu_specs(slugs=data.get("gpus") or None)
     if not gpus:
         raise SizingInputError({"gpus": "no usable GPU in the catalog matches"})
-    kwargs: dict[str, Any] = {"gpus": gpus, "max_gpus": data.get("max_gpus", 8)}
+    kwargs: dict[str, Any] = {"gpus": gpus, "max_gpus": data.get("max_gpus", 8), "limit": data.get("limit", 10)}
     if data.get("kv_dtypes"):
         kwargs["kv_dtypes"] = tuple(data["kv_dtypes"])
     candidates = _engine_call(data, search_configurations, inputs, **kwargs)
@@ -172,7 +186,8 @@ def size_search(*, data: Mapping[str, Any]) -> list[dict[str, Any]]:
             "data_parallel_size": candidate.data_parallel_size,
             "kv_cache_dtype": candidate.kv_cache_dtype,
             "cost_per_hour": candidate.cost_per_hour,
+            "price_note": candidate.price_note,
             "plan": plan_to_dict(candidate.plan),
         }
-        for candidate in candidates[: data.get("limit", 10)]
+        for candidate in candidates
     ]

@@ -18,7 +18,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from planner.api import selectors, services, sizing
+from planner import selectors
+from planner import services as scenario_services
+from planner.api import services, sizing
 from planner.api.catalog_serializers import (
     GpuProfileSerializer,
     ModelImportRequestSerializer,
@@ -170,16 +172,27 @@ class ScenarioViewSet(BadInputAs400, viewsets.ModelViewSet):
             return selectors.scenario_list()
         filters = ScenarioFilterSerializer(data=self.request.query_params)
         filters.is_valid(raise_exception=True)
-        return selectors.scenario_list(**filters.validated_data)
+        values = filters.validated_data
+        return selectors.scenario_list(
+            search=values.get("search", ""),
+            model_slug=values.get("model", ""),
+            gpu_slug=values.get("gpu", ""),
+            owner=values.get("owner", ""),
+        )
 
     def get_serializer_class(self) -> type[serializers.Serializer]:
         return ScenarioSerializer if self.action == "list" else ScenarioDetailSerializer
 
     def perform_create(self, serializer: serializers.Serializer) -> None:
-        serializer.instance = services.scenario_create(owner=self.request.user, data=serializer.validated_data)
+        serializer.instance = scenario_services.scenario_create(owner=self.request.user, data=serializer.validated_data)
 
     def perform_update(self, serializer: serializers.Serializer) -> None:
-        serializer.instance = services.scenario_update(scenario=serializer.instance, data=serializer.validated_data)
+        serializer.instance = scenario_services.scenario_update(
+            scenario=serializer.instance, data=serializer.validated_data
+        )
+
+    def perform_destroy(self, instance: Any) -> None:
+        scenario_services.scenario_delete(scenario=instance)
 
     @extend_schema(
         summary="The scenario's plan, recomputed from its stored inputs",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .advice import AdviceRow
 from .catalog import catalog_data, catalog_gpus, catalog_models
+from .compute import compute_plan
 from .errors import SizingInputError
 from .hardware import GIB, GpuSpec, custom_gpu
 from .hf_config import model_spec_from_hf_config
@@ -19,7 +20,7 @@ from .plan import (
     KvCacheGroup,
     MemoryBreakdown,
     Plan,
-    compute_plan,
+    context_curve,
     plan_to_dict,
 )
 from .search import Candidate, search_configurations
@@ -45,6 +46,7 @@ __all__ = [
     "catalog_gpus",
     "catalog_models",
     "compute_plan",
+    "context_curve",
     "custom_gpu",
     "model_spec_from_hf_config",
     "plan_to_dict",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .figures import replica_concurrency
 from .hardware import GIB
 
 if TYPE_CHECKING:
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     from .search import Candidate
 
 MAX_TENSOR_PARALLEL = 8  # one node
+MAX_PIPELINE_GPUS = 32  # four nodes of eight: the most GPUs the advice suggests across nodes
+# Weight formats the advice tries on a 16-bit checkpoint, smallest change first.
+SMALLER_WEIGHTS = ("fp8", "int4")
 
 
 @dataclass(frozen=True)
@@ -30,8 +34,9 @@ class AdviceRow:
 
 def _summary(plan: Plan) -> str:
     concurrency = plan.inputs.concurrency
-    if plan.num_gpu_blocks < 1:
-        return "still no room for the KV cache" + (f" ({plan.problems[0]})" if plan.problems else "")
+    if not plan.starts:
+        return f"vLLM still would not start ({plan.shortfall_bytes_per_gpu / GIB:.2f} GiB short per GPU)"
+    assert plan.estimates is not None  # a plan that starts has them
     text = (
         f"{plan.kv_capacity_tokens:,} KV tokens per replica, {plan.max_concurrency:.2f} concurrent requests of "
         f"{plan.inputs.max_model_len:,} tokens, longest context at concurrency {concurrency}: "
@@ -68,6 +73,28 @@ def advise(
     model = inputs.model
     rows: list[AdviceRow] = []
 
+    if inputs.weights_gib is None and (
+        inputs.weight_dtype in ("bfloat16", "float16") or (inputs.weight_dtype == "auto" and model.quantization is None)
+    ):
+        for weight_dtype in SMALLER_WEIGHTS:
+            alternative = replan(dataclasses.replace(inputs, weight_dtype=weight_dtype))
+            if alternative is None or alternative.weights_bytes_per_gpu >= plan.weights_bytes_per_gpu:
+                continue
+            how = (
+                "--quantization fp8, online from the 16-bit checkpoint"
+                if weight_dtype == "fp8"
+                else "a pre-quantised AWQ/GPTQ checkpoint"
+            )
+            message = (
+                f"{weight_dtype} weights ({how}): {plan.weights_bytes_per_gpu / GIB:.2f} -> "
+                f"{alternative.weights_bytes_per_gpu / GIB:.2f} GiB per GPU; {_summary(alternative)}."
+            )
+            if weight_dtype == "fp8" and not inputs.gpu.fp8:
+                message += f" {inputs.gpu.name} has no native FP8: vLLM runs fp8 weights there weight-only (slower)."
+            rows.append(AdviceRow("weight_dtype", message, {"weight_dtype": weight_dtype}))
+            if alternative.meets_sla:
+                break
+
     if inputs.kv_cache_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4"):
         alternative = replan(dataclasses.replace(inputs, kv_cache_dtype="fp8"))
         if alternative is not None:
@@ -99,6 +126,8 @@ def advise(
                     changes,
                 )
             )
+    else:
+        _advise_pipeline(plan, replan, rows)
 
     if plan.max_concurrency < _replica_concurrency(plan) and plan.max_context_len > 0:
         assert inputs.max_model_len is not None  # resolved by compute_plan
@@ -114,7 +143,10 @@ def advise(
 
     bigger = sorted((gpu for gpu in gpus if gpu.memory_bytes > inputs.gpu.memory_bytes), key=lambda g: g.memory_bytes)
     chosen = None
+    utilization = inputs.gpu_memory_utilization or 1.0
     for gpu in bigger:
+        if plan.weights_bytes_per_gpu >= gpu.memory_bytes * utilization:
+            continue  # the weights alone fill it: no need to plan it to know it cannot meet the targets
         alternative = replan(dataclasses.replace(requested, gpu=gpu))
         if alternative is not None and alternative.meets_sla:
             chosen = (gpu, alternative)
@@ -136,7 +168,7 @@ def advise(
     candidates = search(requested)
     if candidates:
         best = candidates[0]
-        cost = f"${best.cost_per_hour:.2f}/h" if best.cost_per_hour is not None else "price unknown"
+        cost = f"${best.cost_per_hour:.2f}/h" if best.cost_per_hour is not None else best.price_note
         rows.append(
             AdviceRow(
                 "search",
@@ -157,5 +189,32 @@ def advise(
     return tuple(rows)
 
 
+def _advise_pipeline(plan: Plan, replan: Callable[[PlanInputs], Plan | None], rows: list[AdviceRow]) -> None:
+    """More GPUs once tensor parallel fills a node: pipeline stages across nodes, the fewest that work."""
+    inputs = plan.inputs
+    pp = inputs.pipeline_parallel_size * 2
+    tp = inputs.tensor_parallel_size
+    fallback: tuple[dict[str, Any], Plan] | None = None
+    while tp * pp <= MAX_PIPELINE_GPUS and pp <= inputs.model.num_layers:
+        changes: dict[str, Any] = {"pipeline_parallel_size": pp, "gpu_count": plan.data_parallel_size * tp * pp}
+        alternative = replan(dataclasses.replace(inputs, **changes))
+        if alternative is not None and alternative.starts:
+            fallback = (changes, alternative)
+            if alternative.meets_sla:
+                break
+        pp *= 2
+    if fallback is not None:
+        changes, alternative = fallback
+        rows.append(
+            AdviceRow(
+                "pipeline_parallel_size",
+                f"More GPUs: pipeline parallel {changes['pipeline_parallel_size']} across nodes "
+                f"(--pipeline-parallel-size {changes['pipeline_parallel_size']}, {changes['gpu_count']} GPUs): "
+                f"{_summary(alternative)}.",
+                changes,
+            )
+        )
+
+
 def _replica_concurrency(plan: Plan) -> int:
-    return -(-plan.inputs.concurrency // plan.data_parallel_size)
+    return replica_concurrency(plan)

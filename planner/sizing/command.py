@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from .inputs import PlanInputs
 
 GIB = 2**30
+# What the command names when the model has no Hugging Face repo id (a pasted config.json without one).
+MODEL_PLACEHOLDER = "<hf-repo-id>"
 
 
 def vllm_command(inputs: PlanInputs, *, data_parallel_size: int = 1) -> str:
@@ -17,7 +19,7 @@ def vllm_command(inputs: PlanInputs, *, data_parallel_size: int = 1) -> str:
     model = inputs.model
     parts = [
         "vllm serve",
-        shlex.quote(model.hf_id or model.name),
+        shlex.quote(model.hf_id) if model.hf_id else MODEL_PLACEHOLDER,
         f"--tensor-parallel-size {inputs.tensor_parallel_size}",
         f"--pipeline-parallel-size {inputs.pipeline_parallel_size}",
     ]

@@ -18,8 +18,10 @@ measured start-ups behind them are in ``tests/planner/sizing/data/vllm_startups.
   jump is placed at 0.18 with the tp-1 one; no log between the two sets was found.
 * CUDA-graph reserve from 0.21: the KV budget also loses vLLM's estimate of the CUDA-graph pool
   ("CUDA graph memory profiling is enabled (default since v0.21.0)" in v0.21-v0.27 logs; v0.26 logs
-  show the estimate deducted). Given only to releases named 0.21 or later: ``"latest"`` keeps the
-  newest profile kvdash has measured start-ups for (v0.19; the checks in test_sizing_memory.py).
+  show the estimate deducted).
+* ``"latest"`` is the newest release kvdash documents (``LATEST_RELEASE``, 0.33: the rules read from its
+  source in docs/reference ``vllm-sizing-2026.md``), with every rule above, the CUDA-graph reserve
+  included. Older releases stay selectable by number ("0.19" for the profile of the measured start-ups).
 * Hybrid (attention + Mamba / linear attention) models: prefix caching on by default from 0.28
   (vLLM PR #50991; vllm-metal PR #645: "0.28.0 turns prefix caching on by default for hybrid models";
   opt-in before), which puts state layers in ``mamba_cache_mode="align"``.
@@ -52,6 +54,8 @@ CUDA_GRAPH_RESERVE_SINCE = (0, 21)
 HYBRID_PREFIX_CACHING_SINCE = (0, 28)
 PREFILL_CHECKPOINT_SINCE = (0, 33)
 CONCURRENCY_REPORTED_TOKENS_SINCE = (0, 24)
+# The newest vLLM release whose rules kvdash documents: what "latest" means.
+LATEST_RELEASE = (0, 33)
 
 # ASCII digits only: ``\d`` alone also matches full-width and other Unicode digits, which int() then reads.
 _VERSION = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$", re.ASCII)
@@ -63,7 +67,7 @@ NEWEST_KNOWN_RELEASE = (0, 33)
 @dataclass(frozen=True)
 class EngineRules:
     label: str
-    version: tuple[int, int] | None  # None for "latest"
+    version: tuple[int, int]  # "latest" resolves to LATEST_RELEASE
     default_gpu_memory_utilization: float
     lean_activation: bool
     async_in_flight: bool
@@ -83,18 +87,23 @@ def engine_rules(engine_version: object) -> EngineRules:
         raise SizingInputError({"engine_version": "must be 'latest' or a release like '0.10'"})
     text = engine_version.strip().lower()
     if text in ("latest", ""):
-        return EngineRules("latest", None, 0.92, True, True)
-    match = _VERSION.match(text)
-    if match is None:
-        raise SizingInputError({"engine_version": f"must be 'latest' or a release like '0.10', got {engine_version!r}"})
-    version = (int(match.group(1)), int(match.group(2)))
-    if version[0] != 0 or not 1 <= version[1] <= NEWEST_KNOWN_RELEASE[1]:
-        newest = f"{NEWEST_KNOWN_RELEASE[0]}.{NEWEST_KNOWN_RELEASE[1]}"
-        raise SizingInputError(
-            {"engine_version": f"must be 'latest' or a vLLM release from 0.1 to {newest}, got {engine_version!r}"}
-        )
+        version = LATEST_RELEASE
+        label = f"latest ({version[0]}.{version[1]})"
+    else:
+        match = _VERSION.match(text)
+        if match is None:
+            raise SizingInputError(
+                {"engine_version": f"must be 'latest' or a release like '0.10', got {engine_version!r}"}
+            )
+        version = (int(match.group(1)), int(match.group(2)))
+        if version[0] != 0 or not 1 <= version[1] <= NEWEST_KNOWN_RELEASE[1]:
+            newest = f"{NEWEST_KNOWN_RELEASE[0]}.{NEWEST_KNOWN_RELEASE[1]}"
+            raise SizingInputError(
+                {"engine_version": f"must be 'latest' or a vLLM release from 0.1 to {newest}, got {engine_version!r}"}
+            )
+        label = f"{version[0]}.{version[1]}"
     return EngineRules(
-        label=f"{version[0]}.{version[1]}",
+        label=label,
         version=version,
         default_gpu_memory_utilization=0.92 if version >= UTILIZATION_092_SINCE else 0.9,
         lean_activation=version >= LEAN_ACTIVATION_SINCE,

@@ -1,16 +1,19 @@
-"""A plan: the answer to ``PlanInputs``. Result types, ``compute_plan`` and ``plan_to_dict``."""
+"""A plan: the answer to ``PlanInputs``. Result types, ``build_plan`` (without advice) and ``plan_to_dict``.
+
+The advice, which re-plans alternatives and searches the catalog, is added by ``compute.compute_plan``:
+this module imports neither the advice nor the search, so neither imports back into a cycle."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .advice import AdviceRow, advise
+from .advice import AdviceRow
 from .command import vllm_command
-from .errors import SizingInputError
+from .engine import EngineRules
 from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
@@ -52,12 +55,22 @@ class MemoryBreakdown:
     unrequested_bytes: int
 
 
+# What binds a concurrency row's longest context: the scenario's max_model_len, the model's positions
+# (max_position_embeddings, when max_model_len is left at it), or the KV cache.
+LIMIT_MAX_MODEL_LEN = "max_model_len"
+LIMIT_MODEL_POSITIONS = "max_position_embeddings"
+LIMIT_KV_CACHE = "kv_cache"
+
+
 @dataclass(frozen=True)
 class ConcurrencyRow:
+    """``max_context_len``: the longest context one request can have under the scenario's settings, so never
+    above max_model_len; ``kv_limited_context_len``: what the KV cache alone would hold per request."""
+
     concurrency: int
     max_context_len: int
     kv_limited_context_len: int
-    limited_by: str  # "kv_cache" or "model"
+    limited_by: str  # LIMIT_MAX_MODEL_LEN, LIMIT_MODEL_POSITIONS or LIMIT_KV_CACHE
 
 
 @dataclass(frozen=True)
@@ -107,7 +120,7 @@ class Plan:
     problems: tuple[str, ...]
     concurrency_table: tuple[ConcurrencyRow, ...]
     allocation: Allocation
-    estimates: Estimates
+    estimates: Estimates | None  # None when vLLM would not start: there is nothing to time
     advice: tuple[AdviceRow, ...]
     vllm_command: str
     assumptions: tuple[Assumption, ...]
@@ -128,7 +141,19 @@ class Plan:
     # Hybrid models: one state layer's page per rank (unpadded) and the state blocks each request holds.
     state_page_bytes: int = 0
     state_blocks_per_request: int = 0
+    # The longest max_model_len vLLM would start with on this memory (one request of that length fits,
+    # capped by the model's positions): vLLM's estimate_max_model_len. Not capped by the scenario's setting.
+    longest_max_model_len: int = 0
+    # Whether vLLM would start with these settings (weights, activations and one max_model_len request fit);
+    # when not, ``shortfall_bytes_per_gpu`` is how much more memory per GPU it would need, and the
+    # ``vllm_command`` is one vLLM refuses.
+    starts: bool = True
+    shortfall_bytes_per_gpu: int = 0
     speed_model: SpeedModel | None = field(default=None, repr=False, compare=False)
+    # The pipeline stage whose requests need the most blocks, and each layer group's block size when page
+    # sizes were unified (what every context figure is computed on; see context_curve).
+    binding_stage: StageGroups | None = field(default=None, repr=False, compare=False)
+    group_block_sizes: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
 
 TABLE_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -204,8 +229,187 @@ def _typical_request(inputs: PlanInputs) -> tuple[int, int, int]:
     return prompt, output, context
 
 
-def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
-    """The plan without advice (``compute_plan`` adds advice; ``search`` uses this directly)."""
+@dataclass(frozen=True)
+class _Memory:
+    """One GPU's memory as vLLM budgets it (``build_plan``'s memory step)."""
+
+    weights_total: int
+    weights_expert: int
+    weights_per_gpu: int
+    activation: int
+    non_torch: int
+    fixed: int
+    requested: int
+    kv_budget: int
+    kv_alloc: int
+    breakdown: MemoryBreakdown
+
+
+def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption]) -> _Memory:
+    """Weights, activation peak, non-torch memory and the KV budget per GPU; notes the sources it used."""
+    model, gpu = inputs.model, inputs.gpu
+    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
+    batched, utilization, max_num_seqs = (
+        inputs.max_num_batched_tokens,
+        inputs.gpu_memory_utilization,
+        inputs.max_num_seqs,
+    )
+    assert batched is not None and utilization is not None and max_num_seqs is not None
+    ranks = tp * pp
+    if inputs.weights_gib is not None:
+        weights_total = round(inputs.weights_gib * GIB)
+        weights = weight_bytes(model, "auto")
+        expert_share = weights.routed_experts / weights.total if weights.total else 0.0
+        weights_expert = round(weights_total * expert_share)
+        assumptions.append(Assumption("weights", f"{inputs.weights_gib:g} GiB", "given (weights_gib)"))
+    else:
+        weights = weight_bytes(model, inputs.weight_dtype)
+        weights_total, weights_expert = weights.total, weights.routed_experts
+        count_source = "estimated from config shapes" if model.params_estimated else "catalog / given"
+        assumptions.append(
+            Assumption(
+                "weights",
+                f"{weights_total / GIB:.2f} GiB: {model.num_params / 1e9:.3f}B parameters, {weights.description}",
+                f"parameter count {count_source}",
+            )
+        )
+    weights_per_gpu = math.ceil(weights_total / ranks)
+    assumptions.append(
+        Assumption("weights_per_gpu", "whole model / (tp x pp)", "even split; embeddings are vocab-parallel")
+    )
+    if inputs.activation_gib is not None:
+        activation = round(inputs.activation_gib * GIB)
+    else:
+        activation = activation_bytes(
+            model,
+            tensor_parallel_size=tp,
+            max_num_batched_tokens=batched,
+            max_num_seqs=max_num_seqs,
+            rules=rules,
+        )
+        assumptions.append(
+            Assumption(
+                "activation_peak",
+                f"{activation / GIB:.2f} GiB (estimate for {batched} batched tokens, {inputs.max_num_seqs} seqs)",
+                "planner/sizing/memory.py, calibrated to measured H100 runs (llm-d planner; vLLM 0.19 and older)",
+            )
+        )
+    if inputs.non_torch_gib is not None:
+        non_torch = round(inputs.non_torch_gib * GIB)
+    else:
+        non_torch = non_torch_bytes(tensor_parallel_size=tp, rules=rules)
+        assumptions.append(
+            Assumption(
+                "non_torch_memory",
+                f"{non_torch / GIB:.2f} GiB",
+                "measured start-ups: 0.25 GiB at tp 1 and ~2.1 GiB at tp 2-4 from vLLM 0.18; 0.13 and ~0.55 before",
+            )
+        )
+    total = gpu.memory_bytes
+    assumptions.append(
+        Assumption("gpu_memory_total", f"{total / GIB:.2f} GiB", gpu.memory_note or "CUDA-visible total (given)")
+    )
+    fixed = weights_per_gpu + activation + non_torch
+    if inputs.kv_cache_memory_gib is not None:
+        kv_budget = round(inputs.kv_cache_memory_gib * GIB)
+        requested = fixed + kv_budget
+        assumptions.append(
+            Assumption("kv_cache_memory", f"{inputs.kv_cache_memory_gib:g} GiB per GPU", "--kv-cache-memory-bytes")
+        )
+    else:
+        requested = math.ceil(total * utilization)
+        kv_budget = requested - fixed
+    kv_alloc = max(0, kv_budget)
+    breakdown = MemoryBreakdown(
+        total_bytes=total,
+        requested_bytes=requested,
+        weights_bytes=weights_per_gpu,
+        activation_bytes=activation,
+        non_torch_bytes=non_torch,
+        kv_cache_bytes=kv_alloc,
+        unrequested_bytes=total - requested,
+    )
+    return _Memory(
+        weights_total=weights_total,
+        weights_expert=weights_expert,
+        weights_per_gpu=weights_per_gpu,
+        activation=activation,
+        non_torch=non_torch,
+        fixed=fixed,
+        requested=requested,
+        kv_budget=kv_budget,
+        kv_alloc=kv_alloc,
+        breakdown=breakdown,
+    )
+
+
+def _fit(
+    inputs: PlanInputs,
+    memory: _Memory,
+    *,
+    page_size: int,
+    binding: _Stage,
+    num_blocks: int,
+    in_flight: int,
+    state_blocks: int,
+    block_sizes: tuple[int, ...],
+    replica_concurrency: int,
+    target_row: ConcurrencyRow,
+) -> tuple[list[str], bool, int]:
+    """(problems, whether vLLM starts, memory per GPU it misses): first whether vLLM starts at all (weights,
+    activations and one max_model_len request), then whether the asked concurrency fits."""
+    max_len = inputs.max_model_len
+    assert max_len is not None
+    total = inputs.gpu.memory_bytes
+    requested, fixed, kv_alloc = memory.requested, memory.fixed, memory.kv_alloc
+    weights_per_gpu, activation, non_torch = memory.weights_per_gpu, memory.activation, memory.non_torch
+    worst_case = binding.worst_case
+    max_concurrency = num_blocks / worst_case if worst_case else 0.0
+    problems: list[str] = []
+    available = min(requested, total)
+    one_request = worst_case * page_size * binding.groups.group_size
+    shortfall = 0
+    if fixed > available:
+        shortfall = fixed + one_request - available
+        problems.append(
+            f"vLLM refuses to start: weights ({weights_per_gpu / GIB:.2f} GiB per GPU), activations "
+            f"({activation / GIB:.2f} GiB) and non-torch memory ({non_torch / GIB:.2f} GiB) need "
+            f"{fixed / GIB:.2f} GiB, more than the {available / GIB:.2f} GiB available per GPU; with one "
+            f"{max_len:,}-token request's KV cache ({one_request / GIB:.2f} GiB) it is {shortfall / GIB:.2f} GiB "
+            "short per GPU."
+        )
+    elif requested > total:
+        shortfall = requested - total
+        problems.append(
+            f"vLLM refuses to start: the KV cache asked for does not fit, {requested / GIB:.2f} of "
+            f"{total / GIB:.2f} GiB ({shortfall / GIB:.2f} GiB short per GPU)."
+        )
+    elif num_blocks < 1 or worst_case > num_blocks:
+        estimated = (
+            _kv_limited_length(inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks, block_sizes)
+            if num_blocks
+            else 0
+        )
+        shortfall = max(1, one_request - kv_alloc)
+        problems.append(
+            f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
+            f"{one_request / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({kv_alloc / GIB:.2f} GiB), {shortfall / GIB:.2f} GiB short per GPU. Based on the available memory, "
+            f"the estimated maximum model length is {estimated}. Try increasing `gpu_memory_utilization` or "
+            "decreasing `max_model_len`."
+        )
+    starts = not problems
+    if starts and max_concurrency < replica_concurrency:
+        problems.append(
+            f"Only {max_concurrency:.2f} requests of {max_len:,} tokens fit at once, not {replica_concurrency}; "
+            f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
+            "tokens."
+        )
+    return problems, starts, shortfall
+
+
+def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
+    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
     resolved = resolve_inputs(inputs)
     inputs = resolved.inputs
     rules = resolved.rules
@@ -335,79 +539,10 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
 
     # Memory per GPU.
     ranks = tp * pp
-    if inputs.weights_gib is not None:
-        weights_total = round(inputs.weights_gib * GIB)
-        weights = weight_bytes(model, "auto")
-        expert_share = weights.routed_experts / weights.total if weights.total else 0.0
-        weights_expert = round(weights_total * expert_share)
-        assumptions.append(Assumption("weights", f"{inputs.weights_gib:g} GiB", "given (weights_gib)"))
-    else:
-        weights = weight_bytes(model, inputs.weight_dtype)
-        weights_total, weights_expert = weights.total, weights.routed_experts
-        count_source = "estimated from config shapes" if model.params_estimated else "catalog / given"
-        assumptions.append(
-            Assumption(
-                "weights",
-                f"{weights_total / GIB:.2f} GiB: {model.num_params / 1e9:.3f}B parameters, {weights.description}",
-                f"parameter count {count_source}",
-            )
-        )
-    weights_per_gpu = math.ceil(weights_total / ranks)
-    assumptions.append(
-        Assumption("weights_per_gpu", "whole model / (tp x pp)", "even split; embeddings are vocab-parallel")
-    )
-    if inputs.activation_gib is not None:
-        activation = round(inputs.activation_gib * GIB)
-    else:
-        activation = activation_bytes(
-            model,
-            tensor_parallel_size=tp,
-            max_num_batched_tokens=batched,
-            max_num_seqs=max_num_seqs,
-            rules=rules,
-        )
-        assumptions.append(
-            Assumption(
-                "activation_peak",
-                f"{activation / GIB:.2f} GiB (estimate for {batched} batched tokens, {inputs.max_num_seqs} seqs)",
-                "planner/sizing/memory.py, calibrated to measured H100 runs (llm-d planner; vLLM 0.19 and older)",
-            )
-        )
-    if inputs.non_torch_gib is not None:
-        non_torch = round(inputs.non_torch_gib * GIB)
-    else:
-        non_torch = non_torch_bytes(tensor_parallel_size=tp, rules=rules)
-        assumptions.append(
-            Assumption(
-                "non_torch_memory",
-                f"{non_torch / GIB:.2f} GiB",
-                "measured start-ups: 0.25 GiB at tp 1 and ~2.1 GiB at tp 2-4 from vLLM 0.18; 0.13 and ~0.55 before",
-            )
-        )
-    total = gpu.memory_bytes
-    assumptions.append(
-        Assumption("gpu_memory_total", f"{total / GIB:.2f} GiB", gpu.memory_note or "CUDA-visible total (given)")
-    )
-    fixed = weights_per_gpu + activation + non_torch
-    if inputs.kv_cache_memory_gib is not None:
-        kv_budget = round(inputs.kv_cache_memory_gib * GIB)
-        requested = fixed + kv_budget
-        assumptions.append(
-            Assumption("kv_cache_memory", f"{inputs.kv_cache_memory_gib:g} GiB per GPU", "--kv-cache-memory-bytes")
-        )
-    else:
-        requested = math.ceil(total * utilization)
-        kv_budget = requested - fixed
-    kv_alloc = max(0, kv_budget)
-    memory = MemoryBreakdown(
-        total_bytes=total,
-        requested_bytes=requested,
-        weights_bytes=weights_per_gpu,
-        activation_bytes=activation,
-        non_torch_bytes=non_torch,
-        kv_cache_bytes=kv_alloc,
-        unrequested_bytes=total - requested,
-    )
+    memory_step = _memory(inputs, rules, assumptions)
+    weights_total, weights_expert = memory_step.weights_total, memory_step.weights_expert
+    weights_per_gpu, kv_budget, kv_alloc = memory_step.weights_per_gpu, memory_step.kv_budget, memory_step.kv_alloc
+    memory = memory_step.breakdown
 
     # Blocks and worst cases, per pipeline stage; the engine takes the minimum blocks across ranks.
     if rules.async_in_flight:
@@ -459,49 +594,43 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     upper = max(cap, capacity)
     concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
     rows = []
+    setting_limit = LIMIT_MAX_MODEL_LEN if max_len < cap else LIMIT_MODEL_POSITIONS
     for concurrency in concurrencies:
         kv_limited = _kv_limited_length(
             inputs, binding.groups, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
         )
-        length = min(kv_limited, cap)
+        length = min(kv_limited, max_len)
         if inputs.context_rounding == "pow2":
             length = _pow2_floor(length)
-        rows.append(ConcurrencyRow(concurrency, length, kv_limited, "model" if kv_limited >= cap else "kv_cache"))
+        rows.append(
+            ConcurrencyRow(concurrency, length, kv_limited, setting_limit if kv_limited >= max_len else LIMIT_KV_CACHE)
+        )
+    longest_max_model_len = _kv_limited_length(
+        inputs, binding.groups, num_blocks, 1, in_flight, cap, state_blocks, block_sizes
+    )
     target_row = next(row for row in rows if row.concurrency == replica_concurrency)
     if inputs.context_rounding == "pow2":
         assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
 
-    # Fit.
-    problems: list[str] = []
-    available = min(requested, total)
-    if fixed > available:
-        problems.append(
-            f"Weights ({weights_per_gpu / GIB:.2f} GiB per GPU), activations ({activation / GIB:.2f} GiB) and "
-            f"non-torch memory ({non_torch / GIB:.2f} GiB) need {fixed / GIB:.2f} GiB, more than the "
-            f"{available / GIB:.2f} GiB available per GPU."
-        )
-    elif requested > total:
-        problems.append(f"The KV cache asked for does not fit: {requested / GIB:.2f} of {total / GIB:.2f} GiB.")
-    elif num_blocks < 1:
-        problems.append("No memory left for the KV cache blocks: raise gpu_memory_utilization or use more GPUs.")
-    elif worst_case > num_blocks:
-        estimated = _kv_limited_length(
-            inputs, binding.groups, num_blocks, 1, in_flight, max_len, state_blocks, block_sizes
-        )
-        needed = worst_case * page_size * binding.groups.group_size
-        problems.append(
-            f"vLLM refuses to start: to serve at least one request with the model's max seq len ({max_len}), "
-            f"{needed / GIB:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({kv_alloc / GIB:.2f} GiB). Based on the available memory, the estimated maximum model length is "
-            f"{estimated}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len`."
-        )
-    elif max_concurrency < replica_concurrency:
-        problems.append(
-            f"Only {max_concurrency:.2f} requests of {max_len:,} tokens fit at once, not {replica_concurrency}; "
-            f"at concurrency {replica_concurrency} the longest context that fits is {target_row.max_context_len:,} "
-            "tokens."
-        )
+    # Fit: first whether vLLM starts at all, then whether the asked concurrency fits.
+    problems, starts, shortfall = _fit(
+        inputs,
+        memory_step,
+        page_size=page_size,
+        binding=binding,
+        num_blocks=num_blocks,
+        in_flight=in_flight,
+        state_blocks=state_blocks,
+        block_sizes=block_sizes,
+        replica_concurrency=replica_concurrency,
+        target_row=target_row,
+    )
     fits = not problems
+    if not model.hf_id:
+        warnings.append(
+            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
+            "(or local path) the config.json came from."
+        )
 
     # Allocation: contiguous max_model_len reservations vs paged blocks.
     prompt, output, context = _typical_request(inputs)
@@ -552,12 +681,16 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         state_bytes_per_seq=state_page * stage_states,
     )
     ttft_prompt = max(0, prompt - (inputs.shared_prefix_tokens or 0))
-    estimates = estimate(
-        speed_model,
-        concurrency=replica_concurrency,
-        context_tokens=context,
-        prompt_tokens=ttft_prompt,
-        data_parallel_size=resolved.data_parallel_size,
+    estimates = (
+        estimate(
+            speed_model,
+            concurrency=replica_concurrency,
+            context_tokens=context,
+            prompt_tokens=ttft_prompt,
+            data_parallel_size=resolved.data_parallel_size,
+        )
+        if starts
+        else None
     )
     if inputs.prompt_tokens is None or inputs.output_tokens is None:
         assumptions.append(
@@ -567,14 +700,21 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
                 "unset lengths: a request of max_model_len tokens (worst case)",
             )
         )
-    assumptions.append(Assumption("speed", estimates.label, "planner/sizing/speed.py"))
+    if estimates is not None:
+        assumptions.append(Assumption("speed", estimates.label, "planner/sizing/speed.py"))
     sla_problems = []
-    if inputs.target_tpot_ms is not None and estimates.tpot_ms > inputs.target_tpot_ms:
+    if estimates is None:
+        pass  # no speed to judge: the problems already say why it does not start
+    elif inputs.target_tpot_ms is not None and estimates.tpot_ms > inputs.target_tpot_ms:
         sla_problems.append(
             f"Estimated TPOT {estimates.tpot_ms:.1f} ms at concurrency {replica_concurrency} misses the "
             f"{inputs.target_tpot_ms:g} ms target."
         )
-    if inputs.target_ttft_ms is not None and estimates.prefill_ttft_ms > inputs.target_ttft_ms:
+    if (
+        estimates is not None
+        and inputs.target_ttft_ms is not None
+        and estimates.prefill_ttft_ms > inputs.target_ttft_ms
+    ):
         sla_problems.append(
             f"Estimated prefill TTFT {estimates.prefill_ttft_ms:.1f} ms for {ttft_prompt} tokens misses the "
             f"{inputs.target_ttft_ms:g} ms target."
@@ -624,61 +764,43 @@ def _build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         reported_tokens_rule=reported_rule,
         state_page_bytes=state_page,
         state_blocks_per_request=state_blocks if model.has_state else 0,
+        longest_max_model_len=longest_max_model_len,
+        starts=starts,
+        shortfall_bytes_per_gpu=shortfall,
+        binding_stage=binding.groups,
+        group_block_sizes=block_sizes,
         speed_model=speed_model,
     )
 
 
-def _replan(inputs: PlanInputs) -> Plan | None:
-    try:
-        return _build_plan(inputs, table=False)
-    except SizingInputError:
-        return None
+def context_curve(plan: Plan, concurrencies: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """(longest context under max_model_len, what the KV cache alone holds) per request at each concurrency.
 
-
-def compute_plan(inputs: PlanInputs, *, advice: bool = True) -> Plan:
-    """Size ``inputs``: KV cache per GPU, blocks, concurrency, fit, speed estimates and advice.
-
-    ``advice=False`` skips the advice (and its catalog search) for callers that only need the figures,
-    such as a list of many scenarios.
-
-    ``concurrency`` counts requests across the deployment; with ``gpu_count`` above ``tp x pp`` the
-    replicas split it, and block counts, the concurrency table and TPOT are per replica.
-    Raises ``SizingInputError`` naming every bad input field.
+    The same arithmetic as the concurrency table, at any concurrency: a chart drawn through these points
+    follows the real limit (capacity shared by n requests) instead of holding a table row's value.
     """
-    plan = _build_plan(inputs)
-    if plan.meets_sla or not advice:
-        return plan
-    return dataclasses.replace(plan, advice=_advice_for(inputs, plan))
-
-
-# Advice re-plans the alternatives and searches the catalog (~30-100 ms); the same question asked again
-# (a form re-rendered, a tool polling the API) gets the same answer, so keep recent ones. PlanInputs is
-# frozen and hashable; the plan follows from the inputs, so it needs no place in the key.
-@functools.lru_cache(maxsize=256)
-def _advice_cached(inputs: PlanInputs) -> tuple[AdviceRow, ...]:
-    return _advise(inputs, _build_plan(inputs))
-
-
-def _advice_for(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
-    try:
-        return _advice_cached(inputs)
-    except TypeError:  # an unhashable field (a caller's own subclass, say): compute without the cache
-        return _advise(inputs, plan)
-
-
-def _advise(inputs: PlanInputs, plan: Plan) -> tuple[AdviceRow, ...]:
-    from .catalog import catalog_gpus
-    from .search import search_configurations
-
-    return tuple(
-        advise(
-            plan,
-            requested=inputs,
-            replan=_replan,
-            search=search_configurations,
-            gpus=tuple(catalog_gpus().values()),
+    stage = plan.binding_stage
+    inputs = plan.inputs
+    assert inputs.max_model_len is not None
+    if stage is None:
+        return tuple((0, 0) for _ in concurrencies)
+    upper = max(inputs.model.max_position_embeddings, plan.kv_capacity_tokens)
+    state_blocks = plan.state_blocks_per_request or 1
+    points = []
+    for concurrency in concurrencies:
+        kv_limited = _kv_limited_length(
+            inputs,
+            stage,
+            plan.num_gpu_blocks,
+            max(1, concurrency),
+            plan.in_flight_tokens,
+            upper,
+            state_blocks,
+            plan.group_block_sizes,
         )
-    )
+        length = min(kv_limited, inputs.max_model_len)
+        points.append((_pow2_floor(length) if inputs.context_rounding == "pow2" else length, kv_limited))
+    return tuple(points)
 
 
 def _jsonable(value: Any) -> Any:
@@ -699,4 +821,5 @@ def _jsonable(value: Any) -> Any:
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready nested dicts and lists (the REST API's response body)."""
-    return {f.name: _jsonable(getattr(plan, f.name)) for f in dataclasses.fields(plan) if f.name != "speed_model"}
+    skipped = ("speed_model", "binding_stage", "group_block_sizes")
+    return {f.name: _jsonable(getattr(plan, f.name)) for f in dataclasses.fields(plan) if f.name not in skipped}

@@ -1,14 +1,6 @@
-// Scenario detail: draw the server-built figures with plotly.js and copy the vllm serve command.
+// Scenario detail: copy the vllm serve command (planner-charts.js draws the figures).
 (function () {
   "use strict";
-  const data = document.getElementById("figures-data");
-  if (data && window.Plotly) {
-    const figures = JSON.parse(data.textContent);
-    for (const [id, figure] of Object.entries(figures)) {
-      const element = document.getElementById(id);
-      if (element) Plotly.newPlot(element, figure.data, figure.layout, { responsive: true, displaylogo: false });
-    }
-  }
 
   for (const button of document.querySelectorAll("button[data-copy-target]")) {
     button.addEventListener("click", async function () {

@@ -16,13 +16,45 @@
     return form.querySelectorAll("ul.errorlist.live");
   }
 
+  // The control a live error list speaks for, and the ids that describe it (help text, then errors).
+  function controlOf(list) {
+    const field = list.closest(".field");
+    return field ? field.querySelector("input, select, textarea") : null;
+  }
+
+  function describe(control, withError, list) {
+    const ids = (control.getAttribute("aria-describedby") || "").split(/\s+/).filter(
+      (id) => id && id !== list.id && !id.endsWith("_error"),
+    );
+    if (withError) ids.push(list.id);
+    if (ids.length) control.setAttribute("aria-describedby", ids.join(" "));
+    else control.removeAttribute("aria-describedby");
+    if (withError) control.setAttribute("aria-invalid", "true");
+    else control.removeAttribute("aria-invalid");
+  }
+
   function clearLiveErrors() {
     for (const list of liveLists()) {
       list.replaceChildren();
       list.hidden = true;
       const field = list.closest(".field");
       if (field) field.classList.remove("live-error");
+      const control = controlOf(list);
+      if (control) describe(control, false, list);
     }
+  }
+
+  const EMPTY_HTML = '<p class="muted" id="preview-empty">Pick a model and a GPU: the plan is recomputed as you type.</p>';
+
+  // Without a model or a GPU there is no plan: say so instead of keeping the last one on screen.
+  function showEmpty() {
+    if (controller) controller.abort();
+    sequence++;
+    clearLiveErrors();
+    target.innerHTML = EMPTY_HTML;
+    target.classList.remove("stale");
+    state.textContent = "";
+    form.dataset.previewState = "empty";
   }
 
   function showErrors(errors) {
@@ -37,6 +69,8 @@
         list.appendChild(li);
       }
       list.hidden = false;
+      const control = list === fallback ? null : controlOf(list);
+      if (control) describe(control, true, list);
       const field = list.closest(".field");
       if (field) {
         field.classList.add("live-error");
@@ -53,7 +87,10 @@
   }
 
   async function recompute() {
-    if (!form.elements.model.value || !form.elements.gpu.value) return;
+    if (!form.elements.model.value || !form.elements.gpu.value) {
+      showEmpty();
+      return;
+    }
     if (controller) controller.abort();
     controller = new AbortController();
     const mine = ++sequence;
@@ -77,7 +114,10 @@
         form.dataset.previewState = body.fits ? "fits" : "misses";
       } else {
         showErrors(body.errors || {});
-        state.textContent = "fix the highlighted fields";
+        target.classList.add("stale");
+        state.textContent = target.querySelector("#headline")
+          ? "fix the highlighted fields: the plan shown is for the last valid inputs"
+          : "fix the highlighted fields";
         form.dataset.previewState = "invalid";
       }
     } catch (error) {

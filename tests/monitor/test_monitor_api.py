@@ -191,3 +191,13 @@ def test_the_schema_documents_the_monitor_api(reader):
     schema = reader.get("/api/schema/", {"format": "json"}).json()
     for path in ("/api/v1/nodes/", "/api/v1/endpoints/", "/api/v1/endpoints/{id}/", "/api/v1/endpoints/{id}/series/"):
         assert path in schema["paths"]
+
+
+def test_ids_past_a_bigint_answer_400_or_404_never_500(admin, reader):
+    huge = 10**20
+    assert reader.get("/api/v1/alerts/", {"endpoint": huge}).status_code == 400
+    assert reader.get(f"/api/v1/endpoints/{huge}/").status_code == 404
+    response = admin.post(
+        "/api/v1/endpoints/", {"url": "http://x:8000", "node": "gpu-a", "scenario": huge}, format="json"
+    )
+    assert response.status_code == 400 and "scenario" in response.json()

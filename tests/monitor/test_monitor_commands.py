@@ -92,3 +92,19 @@ def test_run_agent_refuses_a_bad_node_name_and_an_unreadable_key_file(tmp_path):
     assert _manage("run_agent", "--node", "bad name", env={"KVDASH_NODE_KEY": "abc.def"}).returncode == 2
     missing = str(tmp_path / "missing.key")
     assert _manage("run_agent", "--node", "gpu-a", "--key-file", missing, env={"KVDASH_NODE_KEY": ""}).returncode == 2
+
+
+def test_only_agents_heard_from_lately_get_scrapes(frozen_now):
+    import datetime as dt
+
+    from monitor.selectors import scrape_plan
+    from monitor.services import endpoint_register
+
+    for name in ("fresh", "silent", "never"):
+        endpoint_register(url=f"http://{name}:8000", node=name)
+    Node.objects.filter(name="fresh").update(last_heartbeat_at=frozen_now - dt.timedelta(seconds=30))
+    Node.objects.filter(name="silent").update(last_heartbeat_at=frozen_now - dt.timedelta(minutes=6))
+    plan = scrape_plan()
+    # An agent that never started or went quiet 6 minutes ago would only pile up expired scrapes.
+    assert list(plan) == ["fresh"]
+    assert [target["url"] for target in plan["fresh"]] == ["http://fresh:8000"]

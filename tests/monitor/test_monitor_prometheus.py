@@ -23,7 +23,7 @@ from django.utils import timezone
 from monitor_factories import T0, endpoint_on
 from rest_framework.test import APIClient
 
-from monitor.models import Endpoint, EngineSample, PrometheusSource, PrometheusTarget
+from monitor.models import Endpoint, EngineSample, Node, PrometheusSource, PrometheusTarget
 from monitor.prometheus_sources import prometheus_endpoint_register, prometheus_source_save, prometheus_target_pull
 from monitor.prometheus_tasks import pull_prometheus, pull_prometheus_target
 from monitor.report import endpoint_report
@@ -299,6 +299,7 @@ def test_charts_and_the_report_read_a_prometheus_endpoint_as_they_read_an_agents
 def test_agents_do_not_scrape_prometheus_endpoints(query_api):
     _api, url = query_api
     scraped = endpoint_on("gpu-a", 9001)
+    Node.objects.filter(name="gpu-a").update(last_heartbeat_at=timezone.now())  # its agent said hello
     target = _target(url)
     plan = scrape_plan()
     listed = {item["id"] for items in plan.values() for item in items}

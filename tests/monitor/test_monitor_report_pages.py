@@ -29,6 +29,7 @@ def qwen_on_l40s(frozen_now):
         gpu=GpuProfile.objects.get(slug="l40s"),
         max_model_len=16384,
         concurrency=8,
+        engine_version="0.19",  # the block counts below are v0.19's profile ("latest" adds the CUDA-graph reserve)
     )
     _node, key = node_with_key("gpu-a")
     endpoint = endpoint_on("gpu-a", 9001, scenario_id=scenario.pk, name="qwen")

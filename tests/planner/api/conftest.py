@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from api_factories import ApiScenarioFactory, ApiUserFactory
 from django.core.cache import cache
+from planner_factories import ApiScenarioFactory, UserFactory
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from planner.api.selectors import spec_cache_clear
 from planner.models import Scenario
+from planner.selectors import spec_cache_clear
 from planner.services import catalog_load
 
 
@@ -47,17 +47,17 @@ def _token_client(user: object) -> APIClient:
 
 @pytest.fixture
 def planner_user(db: None):
-    return ApiUserFactory(username="api-planner", planner=True)
+    return UserFactory(username="api-planner", editor=True)
 
 
 @pytest.fixture
 def other_planner(db: None):
-    return ApiUserFactory(username="api-planner-2", planner=True)
+    return UserFactory(username="api-planner-2", editor=True)
 
 
 @pytest.fixture
 def viewer_user(db: None):
-    return ApiUserFactory(username="api-viewer")
+    return UserFactory(username="api-viewer")
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 
 import pytest
 import schemathesis
-from api_factories import ApiScenarioFactory
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
+from planner_factories import ApiScenarioFactory
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance

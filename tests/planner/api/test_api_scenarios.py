@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from api_factories import ApiScenarioFactory, ApiUserFactory
+from planner_factories import ApiScenarioFactory, UserFactory
 from rest_framework.test import APIClient
 
 from planner.models import SCENARIO_INPUT_FIELDS, GpuProfile, ModelProfile, Scenario
@@ -52,7 +52,7 @@ def test_list_is_paginated(viewer, catalog, planner_user) -> None:
 
 
 def test_list_runs_a_fixed_number_of_queries(viewer, catalog, planner_user, django_assert_num_queries) -> None:
-    owners = ApiUserFactory.create_batch(5)
+    owners = UserFactory.create_batch(5)
     gpus = list(GpuProfile.objects.all()[:5])
     for i in range(20):
         ApiScenarioFactory(owner=owners[i % 5], gpu=gpus[i % 5])
@@ -201,7 +201,7 @@ def test_create_needs_the_planner_role(viewer, anon, catalog) -> None:
 
 def test_a_superuser_is_a_planner(catalog) -> None:
     client = APIClient()
-    client.force_authenticate(ApiUserFactory(username="root", is_superuser=True))
+    client.force_authenticate(UserFactory(username="root", is_superuser=True))
 
     assert client.post(LIST, NEW, format="json").status_code == 201
 
@@ -232,7 +232,7 @@ def test_another_planner_needs_change_permission_to_edit(scenario, catalog) -> N
     # A planner without change_scenario may only edit their own scenarios.
     from django.contrib.auth.models import Permission
 
-    limited = ApiUserFactory(username="limited")
+    limited = UserFactory(username="limited")
     limited.user_permissions.add(Permission.objects.get(content_type__app_label="planner", codename="add_scenario"))
     client = APIClient()
     client.force_authenticate(limited)
@@ -265,7 +265,7 @@ def test_delete_is_for_the_owner_or_staff(planner, other_planner, scenario) -> N
 
 def test_staff_may_delete_any_scenario(scenario) -> None:
     staff = APIClient()
-    staff.force_authenticate(ApiUserFactory(username="staff", is_staff=True))
+    staff.force_authenticate(UserFactory(username="staff", is_staff=True))
 
     assert staff.delete(detail(scenario)).status_code == 204
 

@@ -387,3 +387,38 @@ def test_a_100000_layer_config_is_a_quick_400_not_seconds_of_search(anon, catalo
     assert time.perf_counter() - start < 2.0
     assert response.status_code == 400
     assert "num_hidden_layers: must be at most 256" in response.json()["model_config"][0]
+
+
+def test_a_pasted_config_serves_the_repo_it_came_from_not_custom_model(anon, db) -> None:
+    body = {"model_config": SMALL_CONFIG, "gpu_memory_gib": 24, "max_model_len": 4096}
+    plain = anon.post(SIZE, body, format="json").json()
+    assert plain["vllm_command"].startswith("vllm serve <hf-repo-id> --tensor-parallel-size 1")
+    assert "custom model" not in plain["vllm_command"]
+    assert any("<hf-repo-id>" in warning for warning in plain["warnings"])
+    named = anon.post(SIZE, {**body, "model_hf_id": "acme/tiny-llama"}, format="json").json()
+    assert named["vllm_command"].startswith("vllm serve acme/tiny-llama --tensor-parallel-size 1")
+    saved_by_transformers = {**SMALL_CONFIG, "_name_or_path": "acme/tiny-llama-2"}
+    kept = anon.post(SIZE, {**body, "model_config": saved_by_transformers}, format="json").json()
+    assert kept["vllm_command"].startswith("vllm serve acme/tiny-llama-2 ")
+    bad = anon.post(SIZE, {**body, "model_hf_id": "not a repo; rm -rf /"}, format="json")
+    assert bad.status_code == 400 and "model_hf_id" in bad.json()
+
+
+def test_search_puts_an_unpriced_gpu_last_and_says_why(anon, catalog) -> None:
+    GpuProfile.objects.create(
+        slug="own-h200", name="Our own H200", memory_bytes=150_119_844_413, bandwidth_tbs=4.8, bf16_tflops=989.4
+    )
+    request = {"model": "llama-3.1-8b", "max_model_len": 8192, "concurrency": 4, "gpus": ["own-h200", "h100-sxm"]}
+    rows = anon.post(SEARCH, {**request, "limit": 50}, format="json").json()
+    slugs = [row["gpu"] for row in rows]
+    assert "own-h200" in slugs and slugs.index("own-h200") > max(i for i, s in enumerate(slugs) if s == "h100-sxm")
+    own = next(row for row in rows if row["gpu"] == "own-h200")
+    assert own["cost_per_hour"] is None
+    assert own["price_note"] == "Our own H200 has no price: ranked after every priced configuration, by GPU memory"
+    assert rows[0]["price_note"] == ""
+
+
+def test_catalog_gpus_carry_their_price_source_and_date(anon, catalog) -> None:
+    body = anon.get("/api/v1/gpus/h100-sxm/").json()
+    assert (body["price_per_hour"], body["price_date"]) == (4.76, "2026-03-10")
+    assert body["price_source"].startswith("https://deploybase.ai/articles/runpod-gpu-pricing")

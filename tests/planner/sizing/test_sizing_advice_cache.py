@@ -3,7 +3,7 @@ from __future__ import annotations
 import dataclasses
 
 from planner.sizing import PlanInputs, catalog_gpus, catalog_models, compute_plan
-from planner.sizing.plan import _advice_cached
+from planner.sizing.compute import _advice_cached
 
 
 def _missing_plan_inputs(**changes: object) -> PlanInputs:

@@ -28,7 +28,7 @@ def test_rtx_4090_qwen3_8b_holds_about_43k_tokens():
 def test_rtx_4090_qwen3_8b_concurrency_table_matches_the_article():
     table = {row.concurrency: row for row in _rtx_4090_qwen3().concurrency_table}
     assert {c: table[c].max_context_len for c in (1, 4, 8, 16)} == {1: 32_768, 4: 8_192, 8: 4_096, 16: 2_048}
-    assert table[1].limited_by == "model"  # Qwen3's max_position_embeddings (40,960) binds first
+    assert table[1].limited_by == "max_position_embeddings"  # Qwen3's max_position_embeddings (40,960) binds first
     assert table[4].limited_by == "kv_cache"
 
 

@@ -26,7 +26,7 @@ def test_unknown_or_made_up_releases_are_refused(version):
 
 
 @pytest.mark.parametrize(
-    ("version", "label"), [("latest", "latest"), ("0.1", "0.1"), ("v0.10.2", "0.10"), ("0.33.0rc1", "0.33")]
+    ("version", "label"), [("latest", "latest (0.33)"), ("0.1", "0.1"), ("v0.10.2", "0.10"), ("0.33.0rc1", "0.33")]
 )
 def test_latest_and_known_releases_get_rules(version, label):
     assert engine_rules(version).label == label

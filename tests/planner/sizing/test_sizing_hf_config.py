@@ -58,8 +58,8 @@ def test_catalog_entries_carry_sources_and_real_configs():
         layer_types = entry["config"].get("layer_types", entry["config"].get("text_config", {}).get("layer_types"))
         assert layer_types is None or isinstance(layer_types, list)
     prices = {entry["slug"]: entry["price_per_hour"] for entry in data["gpus"]}
-    assert prices["h100-sxm"] == 3.0
-    assert prices["rtx-4090"] is None  # a purchase price, not hourly
+    assert prices["h100-sxm"] == 4.76  # RunPod on-demand, March 2026
+    assert prices["rtx-4090"] == 0.60
 
 
 def test_catalog_data_is_a_copy():

@@ -162,11 +162,11 @@ def test_max_context_is_capped_by_the_model_and_rounded_down_to_a_power_of_two()
     first = plan.concurrency_table[0]
     assert first.concurrency == 1
     assert first.kv_limited_context_len == 2730 * 16
-    assert first.limited_by == "model"
+    assert first.limited_by == "max_position_embeddings"
     assert first.max_context_len == 32768  # 40,960 rounded down
 
 
 def test_sliding_only_model_is_limited_by_the_model_not_the_cache():
     plan = _plan(MODELS["phi-3-mini-4k"], gpu=GPUS["l4"])
     assert plan.kv_groups[0].kind == "sliding_window"
-    assert plan.concurrency_table[0].limited_by == "model"
+    assert plan.concurrency_table[0].limited_by == "max_position_embeddings"

@@ -49,8 +49,32 @@ def test_every_candidate_meets_the_sla_and_the_cheapest_come_first():
 def test_a_cheaper_gpu_wins_when_it_meets_the_sla():
     small = _sla(model=MODELS["llama-3.1-8b"], concurrency=4, max_model_len=8192, target_tpot_ms=200)
     best = search_configurations(small)[0]
-    assert best.gpu.slug == "l4"  # $0.70/h, the cheapest priced GPU
+    assert best.gpu.slug == "rtx-4090"  # $0.60/h, the cheapest GPU in the catalog (RunPod, March 2026)
     assert best.gpu_count == 1
+
+
+def test_every_catalog_gpu_has_an_hourly_price_with_its_source_and_date():
+    import datetime
+
+    from planner.sizing import catalog_data
+
+    for entry in catalog_data()["gpus"]:
+        assert isinstance(entry["price_per_hour"], float | int) and entry["price_per_hour"] > 0, entry["slug"]
+        assert "https://" in entry["price_source"], entry["slug"]
+        assert datetime.date.fromisoformat(entry["price_date"]).year >= 2026, entry["slug"]
+
+
+def test_an_unpriced_gpu_ranks_after_every_priced_one_with_a_note():
+    import dataclasses
+
+    unpriced = dataclasses.replace(GPUS["h200"], slug="h200-own", name="Our own H200", price_per_hour=None)
+    small = _sla(model=MODELS["llama-3.1-8b"], concurrency=4, max_model_len=8192, target_tpot_ms=200)
+    candidates = search_configurations(small, gpus=[unpriced, GPUS["h100-sxm"]])
+    kinds = [c.gpu.slug for c in candidates]
+    assert kinds.index("h200-own") > max(i for i, slug in enumerate(kinds) if slug == "h100-sxm")
+    own = next(c for c in candidates if c.gpu.slug == "h200-own")
+    assert own.price_note == "Our own H200 has no price: ranked after every priced configuration, by GPU memory"
+    assert candidates[0].price_note == ""
 
 
 def test_restricting_gpus_and_dtypes():

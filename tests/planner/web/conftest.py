@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from web_factories import UserFactory
+from planner_factories import UserFactory
 
 from planner.services import catalog_load
 
@@ -33,9 +33,3 @@ def planner_client(client, planner_user):
 def viewer_client(client, viewer_user):
     client.force_login(viewer_user)
     return client
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings) -> None:
-    # Every scenario factory makes an owner; PBKDF2 would spend most of the suite hashing passwords.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
-from web_factories import ScenarioFactory
+from planner_factories import ScenarioFactory
 
 from planner.models import ModelProfile, Scenario
 

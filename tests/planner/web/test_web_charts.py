@@ -41,10 +41,26 @@ def test_context_curve_follows_the_concurrency_table_and_marks_the_sla_point():
     plan = plan_for(max_model_len=32768, concurrency=4)
     figure = context_concurrency_figure(plan=plan)
     curve, _limit, sla = figure["data"]
-    assert curve["x"] == [row.concurrency for row in plan.concurrency_table]
-    assert curve["y"] == [row.max_context_len for row in plan.concurrency_table]
+    at = dict(zip(curve["x"], curve["y"], strict=True))
+    assert {row.concurrency: row.max_context_len for row in plan.concurrency_table} == {
+        c: at[c] for c in (row.concurrency for row in plan.concurrency_table)
+    }
     assert (sla["x"], sla["y"]) == ([4], [32768])
     assert sla["marker"]["symbol"] == "x"  # missed
+
+
+def test_context_curve_is_the_real_limit_between_table_points_not_a_step():
+    # Issue 12, item 3: the step line held the value of 4 sequences up to 8. The article's case: 6 GiB of KV,
+    # 147,456 B per token -> 2,730 blocks of 16; 6 sequences get 2,730 // 6 = 455 blocks = 7,280 tokens.
+    plan = plan_for(kv_cache_memory_gib=6, max_model_len=32768)
+    curve, limit, _sla = context_concurrency_figure(plan=plan)["data"]
+    at = dict(zip(curve["x"], curve["y"], strict=True))
+    assert at[6] == 7_280
+    assert at[3] == 910 * 16  # 2,730 // 3 = 910 blocks: 14,560 tokens
+    assert at[1] == 32_768  # one request: capped at max_model_len (the cache would hold 43,680)
+    assert dict(zip(limit["x"], limit["y"], strict=True))[1] == 43_680
+    assert "shape" not in curve["line"]  # a line through the points, not a step holding the higher value
+    assert all(a > b or a == b == 32_768 for a, b in zip(curve["y"], curve["y"][1:], strict=False))
 
 
 def test_kv_variants_reproduce_the_seed_article_per_token_sizes():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
-from web_factories import ScenarioFactory
+from planner_factories import ScenarioFactory
 
 from planner.models import GpuProfile
 
@@ -23,10 +25,12 @@ def test_compare_two_scenarios_side_by_side(viewer_client, catalog):
     assert table["Concurrency"] == ["16", "2"]
     assert table["GPUs"] == ["1× H100 SXM5", "1× RTX 4090"]
     figure = response.context["figures"]["chart-compare"]
-    lines = [trace for trace in figure["data"] if trace["mode"] == "lines+markers"]
+    lines = [trace for trace in figure["data"] if trace["mode"] == "lines"]
     assert [trace["name"] for trace in lines] == ["on an H100", "on a 4090"]
+    # The legend sits below the plot area (y < 0), so it never covers a curve.
+    assert figure["layout"]["legend"]["y"] < 0 and figure["layout"]["legend"]["yanchor"] == "top"
     body = response.content.decode()
-    assert 'id="chart-compare"' in body and "plotly.min.js" in body
+    assert 'id="chart-compare"' in body and re.search(r'src="/vendor/plotly\.[0-9a-f]{16}\.min\.js"', body)
 
 
 @pytest.mark.django_db

@@ -74,7 +74,7 @@ HYBRID_SLUGS = [
 @pytest.mark.django_db
 @pytest.mark.parametrize("slug", HYBRID_SLUGS)
 def test_detail_page_of_every_2026_catalog_model_renders(planner_client, planner_user, catalog, slug):
-    from web_factories import ScenarioFactory
+    from planner_factories import ScenarioFactory
 
     from planner.models import GpuProfile, ModelProfile
 
@@ -93,7 +93,7 @@ def test_detail_page_of_every_2026_catalog_model_renders(planner_client, planner
 
 @pytest.mark.django_db
 def test_export_then_import_keeps_prefix_caching_and_speculative_tokens(planner_client, planner_user, catalog):
-    from web_factories import ScenarioFactory
+    from planner_factories import ScenarioFactory
 
     from planner.models import GpuProfile, ModelProfile
 
@@ -105,7 +105,8 @@ def test_export_then_import_keeps_prefix_caching_and_speculative_tokens(planner_
         num_speculative_tokens=2,
     )
     text = planner_client.get(reverse("planner:scenario-export", args=[source.pk])).content.decode()
-    response = planner_client.post(reverse("planner:scenario-import"), {"document": text})
+    # Into the same database the file is a duplicate (issue 12, item 9): imported when asked for.
+    response = planner_client.post(reverse("planner:scenario-import"), {"document": text, "import_duplicate": "on"})
     assert response.status_code == 302
     copy = Scenario.objects.exclude(pk=source.pk).get()
     assert (copy.enable_prefix_caching, copy.num_speculative_tokens) == (False, 2)

@@ -7,7 +7,7 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from web_factories import UserFactory
+from planner_factories import UserFactory
 
 from planner.models import ModelProfile
 
@@ -126,3 +126,15 @@ def test_a_stored_model_the_engine_rejects_shows_its_errors(viewer_client, catal
     response = viewer_client.get(reverse("planner:model-detail", args=["qwen3-8b"]))
     assert response.status_code == 200
     assert "num_attention_heads" in response.context["spec_errors"]
+
+
+@pytest.mark.django_db
+def test_a_saved_config_keeps_the_repo_it_names_for_vllm_serve(planner_client, catalog):
+    config = {**CONFIG, "_name_or_path": "acme/my-llama"}
+    response = planner_client.post(CREATE, {"name": "From a repo", "config_text": json.dumps(config), "save": "1"})
+    assert response.status_code == 302
+    profile = ModelProfile.objects.get(name="From a repo")
+    assert profile.hf_id == "acme/my-llama"
+    assert profile.spec().hf_id == "acme/my-llama"
+    bad = planner_client.post(CREATE, {"name": "x", "hf_id": "no repo", "config_text": json.dumps(CONFIG), "save": "1"})
+    assert "hf_id" in bad.context["form"].errors

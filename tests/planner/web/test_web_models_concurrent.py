@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection, connections
 from django.test import Client
-from web_factories import UserFactory
+from planner_factories import UserFactory
 
 from planner.models import ModelProfile
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.forms.models import model_to_dict
 from django.urls import reverse
-from web_factories import ScenarioFactory, UserFactory
+from planner_factories import ScenarioFactory, UserFactory
 
 from planner.models import ModelProfile, Scenario
 from planner.selectors import scenario_export_document
@@ -23,7 +24,7 @@ def detail(pk: int) -> str:
 
 @pytest.mark.django_db
 def test_detail_puts_the_headline_first_then_the_charts(viewer_client, catalog):
-    scenario = ScenarioFactory(max_model_len=16384, concurrency=2)
+    scenario = ScenarioFactory(max_model_len=16384, concurrency=2, engine_version="0.19")
     response = viewer_client.get(detail(scenario.pk))
     assert response.status_code == 200
     body = response.content.decode()
@@ -32,7 +33,7 @@ def test_detail_puts_the_headline_first_then_the_charts(viewer_client, catalog):
     figures = response.context["figures"]
     assert set(figures) == {"chart-memory", "chart-context", "chart-kv-variants", "chart-allocation"}
     assert 'id="figures-data" type="application/json"' in body
-    assert "vendor/plotly/plotly.min.js" in body
+    assert re.search(r'<script src="/vendor/plotly\.[0-9a-f]{16}\.min\.js" defer>', body)
     assert "cdn" not in body.lower()
     assert "vllm serve Qwen/Qwen3-8B" in body
     assert 'data-copy-target="vllm-command"' in body
@@ -141,7 +142,8 @@ def test_export_names_model_and_gpu_by_slug(viewer_client, catalog):
 def test_export_then_import_gives_the_same_scenario_owned_by_the_importer(planner_client, planner_user, catalog):
     source = ScenarioFactory(name="round trip", notes="n", kv_cache_dtype="fp8", concurrency=3, gpu_count=2)
     text = planner_client.get(reverse("planner:scenario-export", args=[source.pk])).content.decode()
-    response = planner_client.post(IMPORT, {"document": text})
+    # Into the same database the file is a duplicate: imported only when asked for.
+    response = planner_client.post(IMPORT, {"document": text, "import_duplicate": "on"})
     assert response.status_code == 302
     copy = Scenario.objects.exclude(pk=source.pk).get()
     assert copy.owner == planner_user
@@ -150,10 +152,11 @@ def test_export_then_import_gives_the_same_scenario_owned_by_the_importer(planne
 
 @pytest.mark.django_db
 def test_import_accepts_an_uploaded_file(planner_client, catalog):
-    document = scenario_export_document(scenario=ScenarioFactory(name="from a file"))
+    document = {**scenario_export_document(scenario=ScenarioFactory(name="from a file")), "name": "from a file"}
+    Scenario.objects.update(name="already here")
     upload = SimpleUploadedFile("s.json", json.dumps(document).encode(), content_type="application/json")
     assert planner_client.post(IMPORT, {"file": upload}).status_code == 302
-    assert Scenario.objects.filter(name="from a file").count() == 2
+    assert Scenario.objects.filter(name="from a file").count() == 1
 
 
 @pytest.mark.django_db
@@ -181,6 +184,11 @@ def test_import_accepts_an_uploaded_file(planner_client, catalog):
             "concurrency: Enter a whole number.",
         ),
         ('{"format": "other", "name": "x", "model": "qwen3-8b", "gpu": "rtx-4090"}', "format: expected"),
+        (
+            '{"version": 99, "name": "x", "model": "qwen3-8b", "gpu": "rtx-4090"}',
+            "version: this kvdash reads version 1 files, got 99",
+        ),
+        ('{"version": true, "name": "x", "model": "qwen3-8b", "gpu": "rtx-4090"}', "version: this kvdash reads"),
     ],
 )
 def test_import_rejects_bad_documents_with_errors_and_saves_nothing(planner_client, catalog, document, message):
@@ -192,5 +200,58 @@ def test_import_rejects_bad_documents_with_errors_and_saves_nothing(planner_clie
 
 
 @pytest.mark.django_db
+def test_a_second_import_of_the_same_file_says_it_exists_and_saves_nothing(planner_client, catalog):
+    source = ScenarioFactory(name="twice", concurrency=2)
+    text = json.dumps(scenario_export_document(scenario=source))
+    response = planner_client.post(IMPORT, {"document": text})
+    assert response.status_code == 200
+    errors = response.context["form"].errors["document"]
+    assert any(f"A scenario with the same name and inputs exists already: “twice” (#{source.pk}" in e for e in errors)
+    assert Scenario.objects.count() == 1
+    # Asked for on purpose, the copy is made.
+    assert planner_client.post(IMPORT, {"document": text, "import_duplicate": "on"}).status_code == 302
+    assert Scenario.objects.filter(name="twice").count() == 2
+    # Different inputs under the same name are no duplicate.
+    other = json.loads(text)
+    other["inputs"]["concurrency"] = 3
+    assert planner_client.post(IMPORT, {"document": json.dumps(other)}).status_code == 302
+
+
+@pytest.mark.django_db
 def test_viewers_may_not_import(viewer_client, catalog):
     assert viewer_client.get(IMPORT).status_code == 403
+
+
+@pytest.mark.django_db
+def test_detail_max_context_stays_within_max_model_len_and_names_the_limit(viewer_client, catalog):
+    # Qwen3 8B on an RTX 4090 at 32K (issue 12, item 2: the page showed 40,960, past the scenario's 32,768).
+    scenario = ScenarioFactory(max_model_len=32768, concurrency=1)
+    response = viewer_client.get(detail(scenario.pk))
+    figures = dict(response.context["key_figures"])
+    assert figures["Max context at concurrency 1"].startswith("32,768 tokens (limited by ")
+    plan = response.context["plan"]
+    assert all(row.max_context_len <= 32768 for row in plan.concurrency_table)
+
+
+@pytest.mark.django_db
+def test_detail_of_a_plan_vllm_refuses_shows_the_shortfall_no_speed_and_a_marked_command(viewer_client, catalog):
+    scenario = ScenarioFactory(model=ModelProfile.objects.get(slug="llama-3.1-70b"), max_model_len=8192)
+    response = viewer_client.get(detail(scenario.pk))
+    body = response.content.decode()
+    assert "vLLM would not start: 1 sequence × 8K on 1× RTX 4090," in body
+    assert "GiB short per GPU" in body
+    assert "Decode (estimate)" not in body and "Tokens/s per sequence" not in body
+    assert 'id="no-speed"' in body
+    assert 'id="command-refused"' in body
+    assert "fp8 weights" in body  # the advice offers smaller weights
+
+
+@pytest.mark.django_db
+def test_every_chart_has_an_accessible_name(viewer_client, catalog):
+    scenario = ScenarioFactory(max_model_len=16384, concurrency=2)
+    body = viewer_client.get(detail(scenario.pk)).content.decode()
+    for chart in ("chart-memory", "chart-context", "chart-allocation", "chart-kv-variants"):
+        tag = body[body.index(f'id="{chart}"') - 40 : body.index(f'id="{chart}"') + 400]
+        assert 'role="img"' in tag and 'aria-label="' in tag
+    label = "Max context vs concurrency: 16,384 tokens for one sequence, 16,384 at the asked 2 × 16K"
+    assert f'aria-label="{label}"' in body

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.forms.models import model_to_dict
 from django.urls import reverse
-from web_factories import ScenarioFactory, UserFactory
+from planner_factories import ScenarioFactory, UserFactory
 
 from planner.forms import ScenarioForm
 from planner.models import ModelProfile, Scenario
@@ -181,6 +181,30 @@ def test_clone_prefills_a_create_form_and_saves_a_new_scenario(planner_client, p
 
 
 @pytest.mark.django_db
+def test_clone_form_saved_where_it_is_shown_makes_a_new_scenario_of_the_user(planner_client, planner_user, catalog):
+    # The clone page's form posts back to the clone URL (issue 12, item 1: that answered 405).
+    owner = UserFactory(username="owner", planner=True)
+    source = ScenarioFactory(name="original", owner=owner, concurrency=1, notes="keep")
+    url = reverse("planner:scenario-clone", args=[source.pk])
+    response = planner_client.post(url, post_data(name="edited copy", concurrency="2", kv_cache_dtype="fp8"))
+    assert response.status_code == 302
+    copy = Scenario.objects.exclude(pk=source.pk).get()
+    assert response["Location"] == reverse("planner:scenario-detail", args=[copy.pk])
+    assert (copy.name, copy.owner, copy.concurrency, copy.kv_cache_dtype) == ("edited copy", planner_user, 2, "fp8")
+    source.refresh_from_db()
+    assert (source.name, source.owner, source.concurrency, source.kv_cache_dtype) == ("original", owner, 1, "auto")
+
+
+@pytest.mark.django_db
+def test_clone_form_with_errors_is_shown_again_and_saves_nothing(planner_client, catalog):
+    source = ScenarioFactory(name="original")
+    response = planner_client.post(reverse("planner:scenario-clone", args=[source.pk]), post_data(concurrency="0"))
+    assert response.status_code == 200
+    assert "concurrency" in response.context["form"].errors
+    assert Scenario.objects.count() == 1
+
+
+@pytest.mark.django_db
 def test_preview_answers_the_headline_and_the_plan(planner_client, catalog):
     response = planner_client.post(PREVIEW, post_data(name=""))
     assert response.status_code == 200
@@ -220,3 +244,21 @@ def test_a_catalog_model_whose_config_broke_is_reported_on_the_model_field(plann
     errors = response.context["form"].errors["model"]
     assert any(error.startswith("Qwen3 8B: num_attention_heads: missing") for error in errors), errors
     assert Scenario.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_help_text_has_the_id_the_control_names_in_aria_describedby(planner_client, catalog):
+    body = planner_client.get(CREATE).content.decode()
+    assert 'aria-describedby="id_max_model_len_helptext"' in body
+    assert 'id="id_max_model_len_helptext"' in body
+    assert 'id="id_concurrency_live_error"' in body
+
+
+@pytest.mark.django_db
+def test_a_failed_save_with_model_and_gpu_chosen_does_not_ask_to_pick_them(planner_client, catalog):
+    response = planner_client.post(CREATE, post_data(name="", concurrency="0"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Pick a model and a GPU" not in body
+    assert 'id="preview-blocked"' in body
+    assert 'aria-invalid="true"' in body

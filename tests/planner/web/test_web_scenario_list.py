@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-from web_factories import ScenarioFactory
+from planner_factories import ScenarioFactory
 
 from planner.models import GpuProfile, ModelProfile
 from planner.selectors import SCENARIOS_PER_PAGE
