@@ -129,6 +129,8 @@ KEY_CACHE_S = 30.0
 ENDPOINT_CACHE_S = 10.0
 _keys: dict[str, tuple[float, NodeKey | None]] = {}
 _endpoints: dict[int, tuple[float, set[int]]] = {}
+GPU_CACHE_S = 60.0
+_gpus: dict[int, tuple[float, dict[int, Gpu]]] = {}
 
 
 def _active_key(key_id: str) -> NodeKey | None:
@@ -156,10 +158,21 @@ def _own_endpoints(node_id: int, *, fresh: bool = False) -> set[int]:
     return own
 
 
+def _node_gpus(node_id: int) -> dict[int, Gpu]:
+    # A node's GPUs change when one is swapped: a reading that differs is registered again and replaces
+    # the cached row, so the cache needs no expiry of its own beyond bounding stale rows from other workers.
+    cached = _gpus.get(node_id)
+    if cached is None or time.monotonic() - cached[0] > GPU_CACHE_S:
+        cached = (time.monotonic(), {gpu.index: gpu for gpu in Gpu.objects.filter(node_id=node_id)})
+        _gpus[node_id] = cached
+    return cached[1]
+
+
 def ingest_caches_clear() -> None:
-    """Forget cached keys and endpoint lists (tests revoke keys and move endpoints within one process)."""
+    """Forget cached keys, endpoint lists and GPUs (tests revoke keys and move endpoints within one process)."""
     _keys.clear()
     _endpoints.clear()
+    _gpus.clear()
 
 
 def ingest_signed(*, body: str, key_id: str, signature: str) -> IngestOutcome:
@@ -310,7 +323,7 @@ def _gpu_rows(node: Node, nvml: Any, now: dt.datetime, rows: _Rows, outcome: Ing
     if not isinstance(gpus, list) or len(gpus) > MAX_GPUS:
         outcome.drop("malformed")
         return
-    known = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
+    known = _node_gpus(node.pk)
     for reading in gpus:
         if not isinstance(reading, dict) or _engine_index(reading.get("index")) is None:
             outcome.drop("malformed")
@@ -331,6 +344,7 @@ def _gpu_rows(node: Node, nvml: Any, now: dt.datetime, rows: _Rows, outcome: Ing
                 index=index,
                 defaults={"uuid": uuid, "name": name, "memory_total_bytes": int(total), "last_seen_at": taken_at},
             )
+            known[index] = gpu
         reserved = reading.get("memory_reserved_bytes")
         rows.gpus.append(
             GpuSample(

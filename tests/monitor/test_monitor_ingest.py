@@ -242,3 +242,17 @@ def test_several_scrapes_of_one_endpoint_in_a_batch_apply_in_time_order(two_node
     assert (endpoint.up, endpoint.consecutive_failures) == (False, 2)
     assert endpoint.last_success_at == dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     assert endpoint.last_scrape_at == dt.datetime(2026, 12, 1, 0, 0, 20, tzinfo=dt.UTC)
+
+
+def test_a_swapped_gpu_is_registered_again_under_its_index(two_nodes):
+    _node, key, _endpoint = two_nodes["a"]
+
+    def nvml(uuid: str, at: float) -> dict:
+        gpu = {"index": 0, "uuid": uuid, "name": "NVIDIA H200", "memory_total_bytes": 150_754_820_096}
+        return {"available": True, "taken_at": at, "gpus": [{**gpu, "memory_used_bytes": 1_000}]}
+
+    ingest_signed(**sealed(payload("gpu-a", [], nvml=nvml("GPU-old", T0)), key))
+    ingest_signed(**sealed(payload("gpu-a", [], nvml=nvml("GPU-new", T0 + 10)), key))
+    node = Node.objects.get(name="gpu-a")
+    assert list(node.gpus.values_list("index", "uuid")) == [(0, "GPU-new")]
+    assert GpuSample.objects.count() == 2
