@@ -20,17 +20,15 @@ import argparse
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-SERVER = os.environ.get("KVDASH_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+from pg_scratch import admin_sql, django_on  # noqa: E402 - after the path above
+
 DB_NAME = f"kvdash_bench_ingest_{os.getpid()}"
 ENDPOINTS_PER_NODE = 8
 GPUS_PER_NODE = 8
@@ -44,23 +42,6 @@ ITL_BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0
 E2E_BOUNDS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
               960.0, 1920.0, None]  # fmt: skip
 HISTOGRAM_EVERY = 6
-
-
-def _admin(sql: str) -> None:
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(sql)
-
-
-def _setup_django() -> None:
-    os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kvdash.settings")
-    os.environ.setdefault("KVDASH_VAR_DIR", str(Path(tempfile.mkdtemp()) / "var"))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def _cumulative(bounds: list, tick: int) -> dict:
@@ -234,15 +215,15 @@ def main() -> None:
     parser.add_argument("--baseline-rows", type=int, default=2000)
     parser.add_argument("--writers", type=int, default=os.cpu_count() or 1, help="ingest processes (default: cores)")
     args = parser.parse_args()
-    _admin(f'CREATE DATABASE "{DB_NAME}"')
+    admin_sql(f'CREATE DATABASE "{DB_NAME}"')
     try:
-        _setup_django()
+        django_on(DB_NAME)
         figures = run(args.nodes, args.ticks, args.baseline_rows, args.writers)
         from django.db import connections
 
         connections.close_all()
     finally:
-        _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        admin_sql(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
     from scrape_parse import measure_scrape_parse
 
     scrape = measure_scrape_parse(200)

@@ -19,38 +19,20 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import psycopg
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-SERVER = os.environ.get("KVDASH_BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+from pg_scratch import admin_sql, django_on  # noqa: E402 - after the path above
+
 DB_NAME = f"kvdash_bench_query_{os.getpid()}"
 INTERVAL = 10
 CHARTED = 4  # endpoints whose pages are timed (and get latency histograms)
 TTFT_BOUNDS = [0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, None]
 ITL_BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 1.0, None]
-
-
-def _admin(sql: str) -> None:
-    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as connection:
-        connection.execute(sql)
-
-
-def _setup_django() -> None:
-    os.environ["DATABASE_URL"] = f"{SERVER}/{DB_NAME}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kvdash.settings")
-    os.environ.setdefault("KVDASH_VAR_DIR", str(Path(tempfile.mkdtemp()) / "var"))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def seed(endpoints: int, days: float, now: dt.datetime) -> tuple[list[int], float]:
@@ -149,9 +131,9 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--repeat", type=int, default=8)
     args = parser.parse_args()
-    _admin(f'CREATE DATABASE "{DB_NAME}"')
+    admin_sql(f'CREATE DATABASE "{DB_NAME}"')
     try:
-        _setup_django()
+        django_on(DB_NAME)
         from django.db import connection
         from django.utils import timezone
 
@@ -208,7 +190,7 @@ def main() -> None:
               f"raw scan {statistics.median(raw):.1f} ms, {ratio:.1f}x")  # fmt: skip
         connection.close()
     finally:
-        _admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        admin_sql(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

@@ -19,25 +19,13 @@ from django.utils import timezone
 
 from monitor.models import EngineRollup, EngineSample, GpuRollup, GpuSample, HistogramSample
 from monitor.partitions import is_partitioned, partitions_drop_before, partitions_ensure
-from monitor.rollups_sql import rollup_hours_sql, rollup_minutes_sql
+from monitor.rollups_sql import COUNTERS, rollup_hours_sql, rollup_minutes_sql
 
 MINUTE = 60
 HOUR = 3600
 # Two samples further apart than this are not joined into an increase (the gap hides what happened).
 COUNTER_LOOKBACK_S = 300
 
-# (raw counter column, rollup increase column)
-COUNTERS: tuple[tuple[str, str], ...] = (
-    ("num_preemptions_total", "preemptions_inc"),
-    ("prefix_cache_hits_total", "prefix_cache_hits_inc"),
-    ("prefix_cache_queries_total", "prefix_cache_queries_inc"),
-    ("prompt_tokens_total", "prompt_tokens_inc"),
-    ("generation_tokens_total", "generation_tokens_inc"),
-    ("ttft_sum", "ttft_sum_inc"),
-    ("ttft_count", "ttft_count_inc"),
-    ("itl_sum", "itl_sum_inc"),
-    ("itl_count", "itl_count_inc"),
-)
 GAUGES = ("kv_cache_usage", "num_requests_running", "num_requests_waiting")
 
 

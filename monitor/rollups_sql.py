@@ -8,7 +8,8 @@ import datetime as dt
 
 from django.db import connection
 
-_COUNTERS = (
+# (raw counter column, rollup increase column); the Python rollups in monitor.rollups use the same list.
+COUNTERS: tuple[tuple[str, str], ...] = (
     ("num_preemptions_total", "preemptions_inc"),
     ("prefix_cache_hits_total", "prefix_cache_hits_inc"),
     ("prefix_cache_queries_total", "prefix_cache_queries_inc"),
@@ -22,7 +23,7 @@ _COUNTERS = (
 _VALUES = (
     "samples, kv_cache_usage_avg, kv_cache_usage_max, num_requests_running_avg, num_requests_running_max, "
     "num_requests_waiting_avg, num_requests_waiting_max, num_gpu_blocks, block_size, "
-    + ", ".join(inc for _, inc in _COUNTERS)
+    + ", ".join(inc for _, inc in COUNTERS)
     + ", covered_seconds"
 )
 _UPDATE = ", ".join(f"{name.strip()} = EXCLUDED.{name.strip()}" for name in _VALUES.split(","))
@@ -37,14 +38,14 @@ SELECT 60, endpoint_id, engine, bucket,
     avg(num_requests_waiting), max(num_requests_waiting),
     (array_agg(num_gpu_blocks ORDER BY time DESC) FILTER (WHERE num_gpu_blocks IS NOT NULL))[1],
     (array_agg(block_size ORDER BY time DESC) FILTER (WHERE block_size IS NOT NULL))[1],
-    {", ".join(f"sum({inc})" for _, inc in _COUNTERS)},
+    {", ".join(f"sum({inc})" for _, inc in COUNTERS)},
     sum(gap) FILTER (WHERE joined)
 FROM (
     SELECT *, to_timestamp(floor(extract(epoch FROM time) / 60) * 60) AS bucket,
         {
     ", ".join(
         f"CASE WHEN joined THEN (CASE WHEN {c} >= prev_{c} THEN {c} - prev_{c} ELSE {c} END) END AS {inc}"
-        for c, inc in _COUNTERS
+        for c, inc in COUNTERS
     )
 }
     FROM (
@@ -52,9 +53,9 @@ FROM (
             (prev_time IS NOT NULL AND time > prev_time AND time - prev_time <= %(lookback)s) AS joined
         FROM (
             SELECT endpoint_id, engine, time, kv_cache_usage, num_requests_running, num_requests_waiting,
-                num_gpu_blocks, block_size, {", ".join(c for c, _ in _COUNTERS)},
+                num_gpu_blocks, block_size, {", ".join(c for c, _ in COUNTERS)},
                 lag(time) OVER w AS prev_time,
-                {", ".join(f"lag({c}) OVER w AS prev_{c}" for c, _ in _COUNTERS)}
+                {", ".join(f"lag({c}) OVER w AS prev_{c}" for c, _ in COUNTERS)}
             FROM monitor_enginesample
             WHERE time >= %(lookback_start)s AND time < %(end)s
             WINDOW w AS (PARTITION BY endpoint_id, engine ORDER BY time)
@@ -91,7 +92,7 @@ SELECT 3600, endpoint_id, engine, date_trunc('hour', time),
     {_weighted("num_requests_running_avg")}, max(num_requests_running_max),
     {_weighted("num_requests_waiting_avg")}, max(num_requests_waiting_max),
     (array_agg(num_gpu_blocks ORDER BY time DESC))[1], (array_agg(block_size ORDER BY time DESC))[1],
-    {", ".join(f"sum({inc})" for _, inc in _COUNTERS)}, sum(covered_seconds)
+    {", ".join(f"sum({inc})" for _, inc in COUNTERS)}, sum(covered_seconds)
 FROM monitor_enginerollup
 WHERE resolution = 60 AND time >= %(start)s AND time < %(end)s
 GROUP BY endpoint_id, engine, date_trunc('hour', time)
