@@ -256,3 +256,69 @@ def test_a_swapped_gpu_is_registered_again_under_its_index(two_nodes):
     node = Node.objects.get(name="gpu-a")
     assert list(node.gpus.values_list("index", "uuid")) == [(0, "GPU-new")]
     assert GpuSample.objects.count() == 2
+
+
+def test_integer_and_float_readings_mix_within_a_batch_and_store_as_their_columns(two_nodes):
+    # One batch's column goes to PostgreSQL as one typed array: an int where the column is float (and a float
+    # where it is an integer) must be stored as the column's type, not refused.
+    _node, key, endpoint = two_nodes["a"]
+    engines = [engine_values("0", kv_cache_usage=1), engine_values("1", kv_cache_usage=0.5)]
+    nvml = {
+        "available": True,
+        "taken_at": T0,
+        "gpus": [
+            {"index": 0, "uuid": "GPU-0", "name": "NVIDIA H200", "memory_total_bytes": 150_754_820_096,
+             "memory_used_bytes": 1_000, "memory_reserved_bytes": 754_820_096.0, "utilization_gpu_pct": 87},
+            {"index": 1, "uuid": "GPU-1", "name": "NVIDIA H200", "memory_total_bytes": 150_754_820_096,
+             "memory_used_bytes": 2_000, "utilization_gpu_pct": 12.5},
+        ],
+    }  # fmt: skip
+    outcome = ingest_signed(
+        **sealed(payload("gpu-a", [endpoint_entry(endpoint.pk, T0, engines=engines)], nvml=nvml), key)
+    )
+
+    assert outcome.dropped == {}
+    assert list(EngineSample.objects.order_by("engine").values_list("kv_cache_usage", flat=True)) == [1.0, 0.5]
+    gpus = list(
+        GpuSample.objects.order_by("memory_used_bytes").values_list("memory_reserved_bytes", "utilization_gpu_pct")
+    )
+    assert gpus == [(754_820_096, 87.0), (None, 12.5)]
+
+
+def test_texts_with_quotes_backslashes_and_non_ascii_round_trip(two_nodes):
+    _node, key, endpoint = two_nodes["a"]
+    name = 'org/mödel "quoted" \\ back{slash},'
+    engines = [engine_values(model_name=name)]
+    entry = endpoint_entry(endpoint.pk, T0, engines=engines, rejected=['bad "value" for {x}'])
+    ingest_signed(**sealed(payload("gpu-a", [entry]), key))
+    endpoint.refresh_from_db()
+    assert endpoint.latest["0"]["model_name"] == name
+    assert (endpoint.rejected_total, endpoint.last_rejected) == (1, 'bad "value" for {x}')
+
+
+def test_a_batch_without_an_nvml_report_keeps_the_nodes_nvml_state(two_nodes):
+    _node, key, endpoint = two_nodes["a"]
+    nvml = {"available": True, "driver_version": "580.65.06", "taken_at": T0, "gpus": []}
+    ingest_signed(**sealed(payload("gpu-a", [endpoint_entry(endpoint.pk, T0)], nvml=nvml), key))
+    ingest_signed(**sealed(payload("gpu-a", [endpoint_entry(endpoint.pk, T0 + 10)]), key))
+    node = Node.objects.get(name="gpu-a")
+    assert (node.nvml_available, node.nvml_error, node.driver_version) == (True, "", "580.65.06")
+    assert node.last_heartbeat_at is not None and EngineSample.objects.count() == 2
+
+
+def test_a_batch_of_many_endpoints_and_histograms_is_stored_whole(two_nodes):
+    _node, key, _endpoint = two_nodes["a"]
+    endpoints = [endpoint_on("gpu-a", 9100 + i) for i in range(8)]
+    histograms = {
+        "ttft": {"bounds": [0.1, None], "counts": [1, 2]},
+        "itl": {"bounds": [0.01, 0.1, None], "counts": [5, 6, 7]},
+    }
+    entries = [
+        endpoint_entry(e.pk, T0, engines=[engine_values(histograms=histograms), engine_values("1")]) for e in endpoints
+    ]
+    outcome = ingest_signed(**sealed(payload("gpu-a", entries), key))
+
+    assert (outcome.engine_rows, outcome.histogram_rows, outcome.endpoints) == (16, 16, 8)
+    assert EngineSample.objects.count() == 16 and HistogramSample.objects.count() == 16
+    assert sorted(HistogramSample.objects.filter(name="itl").values_list("counts", flat=True))[0] == [5, 6, 7]
+    assert Endpoint.objects.filter(pk__in=[e.pk for e in endpoints], up=True).count() == 8
