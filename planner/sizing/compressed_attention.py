@@ -1,0 +1,273 @@
+"""DeepSeek-V4's compressed attention as vLLM 0.33 caches it: the caches of each layer, their pages, and
+how vLLM packs them into KV cache groups that share one block pool.
+
+Read from vLLM 0.33.0's source (paths inside the ``vllm`` package):
+
+* Which caches a layer has (``models/deepseek_v4/attention.py``, ``DeepseekV4Attention.__init__`` and
+  ``get_kv_cache_spec``; ``models/deepseek_v4/compressor.py``): every layer a sliding-window latent cache
+  (``DeepseekV4SWACache``, ``v1/attention/backends/mla/sparse_swa.py``: 64-token blocks, the config's
+  ``sliding_window``); a layer with compress ratio r > 1 (``compress_ratios``, 0 meaning none) also a
+  compressed latent cache (one state per r tokens, ``MLAAttentionSpec`` with ``tokens_per_state=r`` in blocks
+  of ``cache_config.block_size`` tokens) and an fp32 compressor-state cache (``CompressorStateCache``: blocks
+  of 4 tokens for r = 4, 8 for r = 128, window 8 and 128, 2 x coff x head_dim floats per token with
+  coff 2 for r = 4, 1 otherwise); a ratio-4 layer also an indexer key cache (``DeepseekV4IndexerCache``:
+  fp8 key plus a float32 scale per 128 values, one per 4 tokens) with its own compressor state
+  (head_dim ``index_head_dim``). MTP layers (ratio 1) are the draft model's: only with speculative decoding.
+* The latent format (``_resolve_dsv4_kv_cache_dtype``): the FlashMLA backends (every CUDA GPU but SM12x)
+  store ``fp8_ds_mla``, 584 bytes per state (448 fp8 NoPE + 64 bf16 RoPE + 8 scale bytes) whether
+  ``--kv-cache-dtype`` is ``auto`` or ``fp8``; every page is padded to a multiple of 576 bytes
+  (``v1/kv_cache_interface.py``, ``_apply_alignment_padding``).
+* Block size: 256, the only kernel block of the sparse-MLA and indexer backends
+  (``models/deepseek_v4/sparse_mla.py``, ``v1/attention/backends/mla/indexer.py``), picked by
+  ``platforms/interface.py`` (``_preferred_block_size_for_backends``).
+* Grouping (``v1/core/kv_cache_planning.py``, ``_get_packed_kv_cache_groups``): the indexer backend asks for
+  a block-outermost layout (BLHNC), so layers of one type (same block size, same window) form a bucket whose
+  layers of different page sizes pack side by side inside each block; balanced buckets (as many layers of
+  each page size) split into groups of ``_approximate_gcd`` repeats. Bytes per block are the widest group's
+  pages (``_get_kv_cache_bytes_per_block``), rounded up to the lcm of the layers' block-stride alignments (1
+  here: the 256-token kernel block equals the block).
+* A request's blocks (``v1/core/kv_cache_utils.py``, ``get_max_concurrency_for_kv_cache_config``): per group
+  ``cdiv(max_memory_usage_bytes, page_size_bytes)``: ``cdiv(L, block)`` for the compressed latents and
+  indexer keys (``FullAttentionSpec``), ``cdiv(min(window - 1 + in_flight, L), block) + 1`` for the sliding
+  latents and compressor states (``SlidingWindowSpec.max_admission_blocks_per_request``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+# What vLLM 0.33's DeepSeek-V4 code hard-codes: its fp8_ds_mla state is 584 bytes for a 512-wide latent with a
+# 64-wide RoPE part, its pages are padded to 576-byte multiples, and its compressors exist for ratios 4 and 128.
+HEAD_DIM = 512
+ROPE_HEAD_DIM = 64
+FP8_DS_MLA_STATE_BYTES = (HEAD_DIM - ROPE_HEAD_DIM) + 2 * ROPE_HEAD_DIM + ((HEAD_DIM - ROPE_HEAD_DIM) // 64 + 1)
+PAGE_ALIGNMENT = 576
+SWA_BLOCK_SIZE = 64
+BLOCK_SIZE = 256
+COMPRESSOR_BLOCK_SIZES = {4: 4, 128: 8}
+INDEXER_RATIO = 4
+STATE_DTYPE_BYTES = 4  # float32 compressor state
+INDEXER_QUANT_BLOCK = 128  # one float32 scale per 128 fp8 index-key values
+
+
+@dataclass(frozen=True)
+class CompressedAttention:
+    """A DeepSeek-V4 model's attention caches, as its config gives them.
+
+    ``compress_ratios``: per decoder layer (MTP layers left out), 1 for a sliding-window-only layer (the
+    config's 0), else the number of tokens one compressed state covers."""
+
+    compress_ratios: tuple[int, ...]
+    sliding_window: int
+    index_head_dim: int
+    index_n_heads: int = 0
+    index_topk: int = 0
+
+    @property
+    def num_compressed_layers(self) -> int:
+        return sum(1 for ratio in self.compress_ratios if ratio > 1)
+
+
+@dataclass(frozen=True)
+class CacheLayerKind:
+    """One kind of per-layer cache: ``kind`` "full" (grows with the context) or "sliding_window"."""
+
+    name: str
+    kind: str
+    window: int | None
+    block_size: int
+    page_bytes: int
+    num_layers: int
+
+
+@dataclass(frozen=True)
+class CacheGroupKind:
+    """A bucket of caches of one type (one block size and window) and the KV cache groups it splits into.
+
+    ``caches``: (cache name, layers of it in one group, page bytes); ``num_groups`` groups hold them,
+    ``group_bytes`` is the widest of those groups' pages per block."""
+
+    kind: str
+    window: int | None
+    block_size: int
+    caches: tuple[tuple[str, int, int], ...]
+    num_layers: int
+    num_groups: int
+    group_bytes: int
+
+
+@dataclass(frozen=True)
+class PackedCache:
+    """vLLM's KV cache groups for a compressed-attention model and the bytes one block spans."""
+
+    kinds: tuple[CacheLayerKind, ...]
+    groups: tuple[CacheGroupKind, ...]
+    bytes_per_block: int
+    repeats_per_group: int | None
+
+    @property
+    def num_kv_cache_groups(self) -> int:
+        return sum(group.num_groups for group in self.groups)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _aligned(page: int) -> int:
+    return _round_up(page, PAGE_ALIGNMENT)
+
+
+def cache_layer_kinds(attention: CompressedAttention, block_size: int = BLOCK_SIZE) -> tuple[CacheLayerKind, ...]:
+    """The per-layer caches of the fp8_ds_mla layout, one entry per kind with its layer count, in the order
+    vLLM registers them on a ratio-4 layer (indexer key, indexer state, sliding latent, compressed latent,
+    compressor state; a ratio-128 layer has no indexer)."""
+    ratios = Counter(ratio for ratio in attention.compress_ratios)
+    compressed = sorted(ratio for ratio in ratios if ratio > 1)
+    kinds: list[CacheLayerKind] = []
+    indexed = ratios.get(INDEXER_RATIO, 0)
+    if indexed:
+        index_key = attention.index_head_dim + attention.index_head_dim // INDEXER_QUANT_BLOCK * 4
+        states = block_size // INDEXER_RATIO
+        kinds.append(
+            CacheLayerKind("indexer key", "full", None, block_size, _aligned(states * index_key), indexed),
+        )
+        index_state = 2 * 2 * attention.index_head_dim * STATE_DTYPE_BYTES
+        size = COMPRESSOR_BLOCK_SIZES[INDEXER_RATIO]
+        kinds.append(
+            CacheLayerKind(
+                "indexer compressor state",
+                "sliding_window",
+                2 * INDEXER_RATIO,
+                size,
+                _aligned(size * index_state),
+                indexed,
+            )
+        )
+    kinds.append(
+        CacheLayerKind(
+            "sliding latent",
+            "sliding_window",
+            attention.sliding_window,
+            SWA_BLOCK_SIZE,
+            _aligned(SWA_BLOCK_SIZE * FP8_DS_MLA_STATE_BYTES),
+            len(attention.compress_ratios),
+        )
+    )
+    for ratio in compressed:
+        count = ratios[ratio]
+        states = block_size // ratio
+        kinds.append(
+            CacheLayerKind(
+                f"C{ratio} latent", "full", None, block_size, _aligned(states * FP8_DS_MLA_STATE_BYTES), count
+            )
+        )
+        coff = 2 if ratio == INDEXER_RATIO else 1
+        size = COMPRESSOR_BLOCK_SIZES[ratio]
+        kinds.append(
+            CacheLayerKind(
+                f"C{ratio} compressor state",
+                "sliding_window",
+                coff * ratio,
+                size,
+                _aligned(size * 2 * coff * HEAD_DIM * STATE_DTYPE_BYTES),
+                count,
+            )
+        )
+    return tuple(kinds)
+
+
+def approximate_gcd(values: list[int], lower_bound: int) -> int:
+    """vLLM's ``_approximate_gcd``: the divisor in [lower_bound, max(values)] that rounds ``values`` up to its
+    multiples with the least padding, the larger on ties."""
+    low = max(1, lower_bound)
+    high = max(values)
+    if low > high:
+        return low
+    best, best_pad = low, -1
+    for divisor in range(low, high + 1):
+        pad = sum((divisor - value % divisor) % divisor for value in values)
+        if best_pad < 0 or pad <= best_pad:  # ascending divisors: a tie goes to the larger
+            best, best_pad = divisor, pad
+    return best
+
+
+def pack_caches(kinds: tuple[CacheLayerKind, ...]) -> PackedCache:
+    """vLLM's ``_get_packed_kv_cache_groups`` on these caches (no Mamba or circular-buffer layers here)."""
+    buckets: dict[tuple[str, int | None, int], list[CacheLayerKind]] = {}
+    for cache in kinds:
+        buckets.setdefault((cache.kind, cache.window, cache.block_size), []).append(cache)
+    members = list(buckets.values())
+
+    def layers_per_page(bucket: list[CacheLayerKind]) -> Counter[int]:
+        counts: Counter[int] = Counter()
+        for cache in bucket:
+            counts[cache.page_bytes] += cache.num_layers
+        return counts
+
+    pages = [layers_per_page(bucket) for bucket in members]
+    balanced = [len(set(counts.values())) == 1 for counts in pages]
+    most = [max(counts.values()) for counts in pages]
+    floor = max((most[i] for i, counts in enumerate(pages) if balanced[i] and len(counts) > 1), default=0)
+    repeats = approximate_gcd([most[i] for i in range(len(pages)) if balanced[i]], floor) if floor else None
+
+    def num_groups(index: int) -> int:
+        return -(-most[index] // repeats) if balanced[index] and repeats is not None else 1
+
+    if repeats is None and any(kind == "sliding_window" for kind, _, _ in buckets):
+        # Unsplit sliding-window buckets then become "state" buckets capped at what a block holds; no
+        # DeepSeek-V4 config checked leads here, so it is refused rather than guessed.
+        raise ValueError("no balanced bucket sets the repeat pattern: this cache layout is not modelled")
+    groups: list[CacheGroupKind] = []
+    for index, bucket in enumerate(members):
+        count = num_groups(index)
+        # The widest of the bucket's groups: ceil(layers / groups) of each page size (widest_group_bytes).
+        group_bytes = sum(-(-layers // count) * page for page, layers in pages[index].items())
+        first = bucket[0]
+        groups.append(
+            CacheGroupKind(
+                kind=first.kind,
+                window=first.window,
+                block_size=first.block_size,
+                caches=tuple(
+                    (cache.name, -(-cache.num_layers // count), cache.page_bytes) for cache in bucket
+                ),
+                num_layers=sum(cache.num_layers for cache in bucket),
+                num_groups=count,
+                group_bytes=group_bytes,
+            )
+        )
+    # Every alignment is 1: the sparse-MLA and indexer layers' MultipleOf(256) stride alignment equals their
+    # 256-token block (KVCacheSpec.get_block_stride_alignment), the others declare none; lcm(1, ...) = 1.
+    bytes_per_block = _round_up(max(group.group_bytes for group in groups), math.lcm(1))
+    return PackedCache(tuple(kinds), tuple(groups), bytes_per_block, repeats)
+
+
+@lru_cache(maxsize=64)
+def packed_cache(attention: CompressedAttention, block_size: int = BLOCK_SIZE) -> PackedCache:
+    """The KV cache groups and bytes per block of ``attention`` (cached: plans of one model share them)."""
+    return pack_caches(cache_layer_kinds(attention, block_size))
+
+
+def group_request_blocks(group: CacheGroupKind, length: int, in_flight: int) -> int:
+    """Blocks one request of ``length`` tokens holds in each of this bucket's groups."""
+    if length <= 0:
+        return 0
+    if group.kind == "full" or group.window is None:
+        return -(-length // group.block_size)
+    return -(-min(group.window - 1 + in_flight, length) // group.block_size) + 1
+
+
+def request_blocks(packed: PackedCache, length: int, in_flight: int) -> int:
+    """Blocks one request of ``length`` tokens holds over all KV cache groups (its admission worst case)."""
+    return sum(group.num_groups * group_request_blocks(group, length, in_flight) for group in packed.groups)
+
+
+def bytes_per_token(packed: PackedCache) -> int:
+    """Bytes per token of context the caches that grow with it take on one rank (the compressed latents and
+    indexer keys, padded pages included), per block of ``BLOCK_SIZE`` tokens."""
+    full = [group for group in packed.groups if group.kind == "full"]
+    return round(sum(group.num_groups * group.group_bytes for group in full) / BLOCK_SIZE) if full else 0
