@@ -5,7 +5,7 @@ edits to them survive restarts)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -13,8 +13,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from planner.models import GpuProfile, ModelProfile, Scenario
-from planner.services import catalog_load, scenario_plan
-from planner.sizing import GpuSpec, ModelSpec, Plan, PlanInputs, catalog_gpus, catalog_models, compute_plan
+from planner.plan_inputs import plan_inputs_from_values
+from planner.selectors import gpu_spec_by_slug, model_spec_by_slug, scenario_queryset
+from planner.services import catalog_load, scenario_create, scenario_plan
+from planner.sizing import ModelSpec, Plan, catalog_gpus, catalog_models, compute_plan
 
 from .fleet import FLEET_MAX_STEPS_PER_SECOND, FleetMember
 from .spec import ServerSpec
@@ -28,36 +30,28 @@ def scenario_served_model_name(*, scenario: Scenario) -> str:
 
 def scenario_simulation_plan(*, scenario_id: int) -> tuple[Scenario, Plan]:
     """The scenario and its freshly computed plan. Raises Scenario.DoesNotExist or SizingInputError."""
-    scenario = Scenario.objects.select_related("model", "gpu").get(pk=scenario_id)
+    scenario = scenario_queryset().get(pk=scenario_id)
     return scenario, scenario_plan(scenario=scenario)
 
 
 def _model_spec(slug: str) -> tuple[ModelSpec, str] | None:
-    profile = ModelProfile.objects.filter(slug=slug).first()
-    if profile is not None:
-        return profile.spec(), profile.hf_id or profile.slug
-    spec = catalog_models().get(slug)
-    if spec is None:
-        return None
-    return spec, getattr(spec, "hf_id", None) or slug
+    # Saved profiles first (the planner's reads), then the engine's own catalog when none is loaded.
+    spec = model_spec_by_slug(slug=slug) or catalog_models().get(slug)
+    return None if spec is None else (spec, spec.hf_id or slug)
 
 
-def _gpu_spec(slug: str) -> GpuSpec | None:
-    profile = GpuProfile.objects.filter(slug=slug).first()
-    return profile.spec() if profile is not None else catalog_gpus().get(slug)
-
-
-def slug_simulation_plan(*, model_slug: str, gpu_slug: str, inputs: dict[str, Any]) -> tuple[Plan, str]:
+def slug_simulation_plan(*, model_slug: str, gpu_slug: str, inputs: Mapping[str, Any]) -> tuple[Plan, str]:
     """A plan for a model and GPU named by slug (saved profiles first, then the catalog) and the served
-    model name. Raises LookupError naming the unknown slug, or SizingInputError."""
+    model name. ``inputs`` holds PlanInputs fields, turned into the engine's question the way the planner's
+    forms and API turn theirs. Raises LookupError naming the unknown slug, or SizingInputError."""
     model = _model_spec(model_slug)
     if model is None:
         raise LookupError(f"model: no model with slug {model_slug!r}")
-    gpu = _gpu_spec(gpu_slug)
+    gpu = gpu_spec_by_slug(slug=gpu_slug) or catalog_gpus().get(gpu_slug)
     if gpu is None:
         raise LookupError(f"gpu: no GPU with slug {gpu_slug!r}")
     spec, served_name = model
-    return compute_plan(PlanInputs(model=spec, gpu=gpu, **inputs)), served_name
+    return compute_plan(plan_inputs_from_values(model=spec, gpu=gpu, values=inputs)), served_name
 
 
 def demo_user_ensure() -> AbstractBaseUser:
@@ -76,20 +70,20 @@ def demo_scenario_ensure(*, name: str, model_slug: str, gpu_slug: str, inputs: d
     """The demo scenario called ``name`` owned by the demo user, created (catalog loaded first if needed)
     when missing. An existing one is returned as it is: the fleet follows whatever the planner saved."""
     owner = demo_user_ensure()
-    existing = Scenario.objects.filter(name=name, owner=owner).order_by("pk").first()
+    existing = scenario_queryset().filter(name=name, owner=owner).order_by("pk").first()
     if existing is not None:
         return existing
     have_model = ModelProfile.objects.filter(slug=model_slug).exists()
     if not (have_model and GpuProfile.objects.filter(slug=gpu_slug).exists()):
         catalog_load()
-    return Scenario.objects.create(
-        name=name,
-        owner=owner,
-        model=ModelProfile.objects.get(slug=model_slug),
-        gpu=GpuProfile.objects.get(slug=gpu_slug),
-        notes=notes,
+    data = {
+        "name": name,
+        "model": ModelProfile.objects.get(slug=model_slug),
+        "gpu": GpuProfile.objects.get(slug=gpu_slug),
+        "notes": notes,
         **inputs,
-    )
+    }
+    return scenario_create(owner=owner, data=data)
 
 
 def demo_fleet_specs(

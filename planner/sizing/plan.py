@@ -28,7 +28,7 @@ from .kv_cache import (
     worst_case_blocks,
 )
 from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
-from .model_spec import ATTENTION_LAYER_KINDS
+from .model_spec import ATTENTION_LAYER_KINDS, ModelSpec
 from .speed import Estimates, SpeedModel, estimate
 from .state_cache import (
     GDN_FLASHINFER_CHECKPOINT_ALIGNMENT,
@@ -408,34 +408,30 @@ def _fit(
     return problems, starts, shortfall
 
 
-def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
-    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly)."""
-    resolved = resolve_inputs(inputs)
-    inputs = resolved.inputs
-    rules = resolved.rules
-    model, gpu = inputs.model, inputs.gpu
-    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
-    block_size = inputs.block_size
-    max_len = inputs.max_model_len
-    batched = inputs.max_num_batched_tokens
-    utilization = inputs.gpu_memory_utilization
-    assert block_size is not None and max_len is not None and batched is not None and utilization is not None
-    max_num_seqs = inputs.max_num_seqs
-    assert max_num_seqs is not None
-    assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
-    assumptions += [Assumption("model", note, "config.json") for note in model.notes]
-    warnings = list(resolved.warnings)
-    replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
+@dataclass(frozen=True)
+class _KvShape:
+    """Bytes per token of the KV cache (``build_plan``'s first step): per layer group on one rank, per GPU of
+    the fullest pipeline stage, and for the whole replica; each stage's KV cache groups."""
 
-    # Per-token KV bytes.
+    dtype: str
+    group_bytes: tuple[int, ...]
+    per_layer: int  # the largest attention layer's bytes per token: the page every group's block is made to fill
+    stages_layers: list[range]
+    mtp_layers: int
+    stage_group_list: list[StageGroups]
+    kv_per_gpu: int
+    kv_whole: int
+
+
+def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[str]) -> _KvShape:
+    model = inputs.model
+    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
     dtype = serving_dtype(model, inputs.weight_dtype)
     element = kv_element_bytes(inputs.kv_cache_dtype, dtype)
     group_bytes = group_bytes_per_token(model, tp, element, inputs.kv_cache_dtype)
-    # The largest attention layer's bytes per token: the page every group's block is made to fill.
     per_layer = max(group_bytes)
     stages_layers = pipeline_stages(model.num_layers, pp)
-    speculative = inputs.num_speculative_tokens
-    mtp_layers = model.num_mtp_layers if speculative else 0
+    mtp_layers = model.num_mtp_layers if inputs.num_speculative_tokens else 0
     last = len(stages_layers) - 1
     stage_group_list = [
         stage_groups(model, layers, extra_full_layers=mtp_layers if i == last else 0)
@@ -471,104 +467,155 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
                 "vllm/model_executor/models/deepseek_v2.py (DeepseekV32IndexerCache); one group, block 64",
             )
         )
-    state_page = 0
-    state_blocks = 1
-    command_inputs = inputs
-    if model.state is not None and model.has_state:
-        align = bool(inputs.enable_prefix_caching)
-        flashinfer = gdn_flashinfer_prefill(gpu.name + " " + gpu.slug, model.state)
-        checkpoint = align and has_prefill_checkpoint(
-            model.state, gdn_flashinfer=flashinfer, checkpoint_rule=rules.prefill_checkpoint
-        )
-        alignment = GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if checkpoint and model.state.kind == "gdn" else 1
-        state_page = state_page_bytes(model.state, tp, speculative, int(STATE_DTYPE_BYTES[dtype]))
-        state_blocks = state_blocks_per_request(align=align, num_speculative_tokens=speculative, checkpoint=checkpoint)
-        requested_block = block_size
-        block_size = hybrid_block_size(
-            state_page=state_page,
-            attention_bytes_per_token=per_layer,
-            requested_block_size=block_size,
-            mla=model.attention_kind == "MLA",
-            checkpoint_alignment=alignment,
-        )
-        inputs = dataclasses.replace(inputs, block_size=block_size)
-        kernel = MLA_HYBRID_KERNEL_BLOCK if model.attention_kind == "MLA" else 16
-        assumptions.append(
-            Assumption(
-                "block_size",
-                f"{block_size} (asked {requested_block}): one attention page ({per_layer:,} B x {block_size}) holds "
-                f"a state page ({state_page:,} B per rank); kernel block {kernel}"
-                + (f", lcm with the {alignment}-token GDN checkpoint grid" if alignment > 1 else ""),
-                "vllm/platforms/interface.py (_align_hybrid_block_size)",
-            )
-        )
-        mode = "align (prefix caching on)" if align else "none (prefix caching off)"
-        parts = ["1 running"] if not align else ["2 (running + cached)"]
-        if speculative:
-            parts.append(f"{speculative} speculative")
-        if checkpoint:
-            parts.append("1 prefill checkpoint")
-        assumptions.append(
-            Assumption(
-                "state_blocks_per_request",
-                f"{state_blocks} = {' + '.join(parts)}; mamba_cache_mode {mode}",
-                "vllm/v1/kv_cache_interface.py (MambaSpec.max_memory_usage_bytes)",
-            )
-        )
-    page_size = per_layer * block_size
-    shapes = {b for b in group_bytes if b}
-    block_sizes = unified_block_sizes(group_bytes, block_size) if len(shapes) > 1 else ()
-    if block_sizes:
-        grown = [
-            f"{g.kind} {b:,} B/token, block {size}"
-            for g, b, size in zip(model.layer_groups, group_bytes, block_sizes, strict=True)
-            if b
-        ]
-        assumptions.append(
-            Assumption(
-                "page_size_unification",
-                "; ".join(grown),
-                "vllm/v1/core/kv_cache_planning.py (unify_kv_cache_spec_page_size): smaller pages grow their block",
-            )
-        )
     if model.attention_kind != "MLA" and tp > model.num_kv_heads:
         warnings.append(
             f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
             f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
         )
+    return _KvShape(
+        dtype=dtype,
+        group_bytes=group_bytes,
+        per_layer=per_layer,
+        stages_layers=stages_layers,
+        mtp_layers=mtp_layers,
+        stage_group_list=stage_group_list,
+        kv_per_gpu=kv_per_gpu,
+        kv_whole=kv_whole,
+    )
 
-    # Memory per GPU.
-    ranks = tp * pp
-    memory_step = _memory(inputs, rules, assumptions)
-    weights_total, weights_expert = memory_step.weights_total, memory_step.weights_expert
-    weights_per_gpu, kv_budget, kv_alloc = memory_step.weights_per_gpu, memory_step.kv_budget, memory_step.kv_alloc
-    memory = memory_step.breakdown
 
-    # Blocks and worst cases, per pipeline stage; the engine takes the minimum blocks across ranks.
+@dataclass(frozen=True)
+class _StateLayout:
+    """A hybrid model's state cache: the state page per rank, state blocks per request and the attention
+    block size grown to hold a state page (``build_plan``'s second step)."""
+
+    page: int = 0
+    blocks_per_request: int = 1
+    block_size: int | None = None  # None: the block size asked for stands
+
+
+def _state_layout(
+    inputs: PlanInputs, rules: EngineRules, shape: _KvShape, assumptions: list[Assumption]
+) -> _StateLayout:
+    model = inputs.model
+    if model.state is None or not model.has_state:
+        return _StateLayout()
+    assert inputs.block_size is not None
+    tp, speculative = inputs.tensor_parallel_size, inputs.num_speculative_tokens
+    align = bool(inputs.enable_prefix_caching)
+    flashinfer = gdn_flashinfer_prefill(inputs.gpu.name + " " + inputs.gpu.slug, model.state)
+    checkpoint = align and has_prefill_checkpoint(
+        model.state, gdn_flashinfer=flashinfer, checkpoint_rule=rules.prefill_checkpoint
+    )
+    alignment = GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if checkpoint and model.state.kind == "gdn" else 1
+    page = state_page_bytes(model.state, tp, speculative, int(STATE_DTYPE_BYTES[shape.dtype]))
+    blocks = state_blocks_per_request(align=align, num_speculative_tokens=speculative, checkpoint=checkpoint)
+    block_size = hybrid_block_size(
+        state_page=page,
+        attention_bytes_per_token=shape.per_layer,
+        requested_block_size=inputs.block_size,
+        mla=model.attention_kind == "MLA",
+        checkpoint_alignment=alignment,
+    )
+    kernel = MLA_HYBRID_KERNEL_BLOCK if model.attention_kind == "MLA" else 16
+    assumptions.append(
+        Assumption(
+            "block_size",
+            f"{block_size} (asked {inputs.block_size}): one attention page ({shape.per_layer:,} B x {block_size}) "
+            f"holds a state page ({page:,} B per rank); kernel block {kernel}"
+            + (f", lcm with the {alignment}-token GDN checkpoint grid" if alignment > 1 else ""),
+            "vllm/platforms/interface.py (_align_hybrid_block_size)",
+        )
+    )
+    mode = "align (prefix caching on)" if align else "none (prefix caching off)"
+    parts = ["1 running"] if not align else ["2 (running + cached)"]
+    if speculative:
+        parts.append(f"{speculative} speculative")
+    if checkpoint:
+        parts.append("1 prefill checkpoint")
+    assumptions.append(
+        Assumption(
+            "state_blocks_per_request",
+            f"{blocks} = {' + '.join(parts)}; mamba_cache_mode {mode}",
+            "vllm/v1/kv_cache_interface.py (MambaSpec.max_memory_usage_bytes)",
+        )
+    )
+    return _StateLayout(page=page, blocks_per_request=blocks, block_size=block_size)
+
+
+def _unified_block_sizes(
+    model: ModelSpec, group_bytes: tuple[int, ...], block_size: int, assumptions: list[Assumption]
+) -> tuple[int, ...]:
+    """Per layer group, its block size once page sizes are unified; () when every group has one shape."""
+    if len({b for b in group_bytes if b}) <= 1:
+        return ()
+    block_sizes = unified_block_sizes(group_bytes, block_size)
+    grown = [
+        f"{g.kind} {b:,} B/token, block {size}"
+        for g, b, size in zip(model.layer_groups, group_bytes, block_sizes, strict=True)
+        if b
+    ]
+    assumptions.append(
+        Assumption(
+            "page_size_unification",
+            "; ".join(grown),
+            "vllm/v1/core/kv_cache_planning.py (unify_kv_cache_spec_page_size): smaller pages grow their block",
+        )
+    )
+    return block_sizes
+
+
+def _in_flight_tokens(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption]) -> int:
+    """Tokens a sliding-window or chunked request may hold beyond its window while steps are in flight."""
+    batched, pp = inputs.max_num_batched_tokens, inputs.pipeline_parallel_size
+    assert batched is not None
     if rules.async_in_flight:
         in_flight = batched * (2 if pp == 1 else pp)
-        in_flight_source = "max_concurrent_batches x max_num_batched_tokens (2 with async scheduling at pp 1)"
+        source = "max_concurrent_batches x max_num_batched_tokens (2 with async scheduling at pp 1)"
     else:
         in_flight = batched
-        in_flight_source = f"max_num_batched_tokens (engine {rules.label}, before async scheduling)"
-    if model.is_hybrid or model.layer_groups[0].kind != "full":
-        assumptions.append(Assumption("in_flight_tokens", str(in_flight), in_flight_source))
-    stages = []
-    for groups in stage_group_list:
-        if not groups.groups:
-            continue
-        blocks = kv_alloc // (page_size * groups.group_size) if page_size else 0
-        stages.append(
-            _Stage(
-                groups, blocks, request_blocks(model, groups, max_len, block_size, in_flight, state_blocks, block_sizes)
-            )
+        source = f"max_num_batched_tokens (engine {rules.label}, before async scheduling)"
+    if inputs.model.is_hybrid or inputs.model.layer_groups[0].kind != "full":
+        assumptions.append(Assumption("in_flight_tokens", str(in_flight), source))
+    return in_flight
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The KV cache in blocks (``build_plan``'s blocks step): the engine takes the minimum over pipeline
+    stages; the stage whose worst-case request needs the most blocks binds."""
+
+    num_blocks: int
+    binding: _Stage
+    max_concurrency: float
+    capacity: int
+    usable: int
+    kv_groups: tuple[KvCacheGroup, ...]
+
+
+def _blocks(
+    inputs: PlanInputs,
+    shape: _KvShape,
+    *,
+    kv_alloc: int,
+    page_size: int,
+    in_flight: int,
+    state_blocks: int,
+    block_sizes: tuple[int, ...],
+) -> _Blocks:
+    model, block_size, max_len = inputs.model, inputs.block_size, inputs.max_model_len
+    assert block_size is not None and max_len is not None
+    stages = [
+        _Stage(
+            groups,
+            kv_alloc // (page_size * groups.group_size) if page_size else 0,
+            request_blocks(model, groups, max_len, block_size, in_flight, state_blocks, block_sizes),
         )
+        for groups in shape.stage_group_list
+        if groups.groups
+    ]
     num_blocks = min(stage.num_blocks for stage in stages)
     binding = max(stages, key=lambda stage: stage.worst_case)
-    worst_case = binding.worst_case
-    max_concurrency = num_blocks / worst_case if worst_case else 0.0
-    capacity = num_blocks * block_size
-    usable = max(0, num_blocks - 1)
     kv_groups = tuple(
         KvCacheGroup(
             kind=model.layer_groups[index].kind,
@@ -588,16 +635,37 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         )
         for index, count, num_groups in binding.groups.groups
     )
+    return _Blocks(
+        num_blocks=num_blocks,
+        binding=binding,
+        max_concurrency=num_blocks / binding.worst_case if binding.worst_case else 0.0,
+        capacity=num_blocks * block_size,
+        usable=max(0, num_blocks - 1),
+        kv_groups=kv_groups,
+    )
 
-    # Longest context per concurrency.
-    cap = model.max_position_embeddings
-    upper = max(cap, capacity)
-    concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
-    rows = []
+
+def _context_table(
+    inputs: PlanInputs,
+    blocks: _Blocks,
+    *,
+    concurrencies: Sequence[int],
+    in_flight: int,
+    state_blocks: int,
+    block_sizes: tuple[int, ...],
+) -> tuple[list[ConcurrencyRow], int]:
+    """The longest context per concurrency under max_model_len (and which limit binds), and the longest
+    max_model_len the model's positions and the KV cache would allow one request."""
+    max_len = inputs.max_model_len
+    assert max_len is not None
+    cap = inputs.model.max_position_embeddings
+    upper = max(cap, blocks.capacity)
+    stage, num_blocks = blocks.binding.groups, blocks.num_blocks
     setting_limit = LIMIT_MAX_MODEL_LEN if max_len < cap else LIMIT_MODEL_POSITIONS
+    rows = []
     for concurrency in concurrencies:
         kv_limited = _kv_limited_length(
-            inputs, binding.groups, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
+            inputs, stage, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
         )
         length = min(kv_limited, max_len)
         if inputs.context_rounding == "pow2":
@@ -605,53 +673,44 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         rows.append(
             ConcurrencyRow(concurrency, length, kv_limited, setting_limit if kv_limited >= max_len else LIMIT_KV_CACHE)
         )
-    longest_max_model_len = _kv_limited_length(
-        inputs, binding.groups, num_blocks, 1, in_flight, cap, state_blocks, block_sizes
-    )
-    target_row = next(row for row in rows if row.concurrency == replica_concurrency)
-    if inputs.context_rounding == "pow2":
-        assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
+    longest = _kv_limited_length(inputs, stage, num_blocks, 1, in_flight, cap, state_blocks, block_sizes)
+    return rows, longest
 
-    # Fit: first whether vLLM starts at all, then whether the asked concurrency fits.
-    problems, starts, shortfall = _fit(
-        inputs,
-        memory_step,
-        page_size=page_size,
-        binding=binding,
-        num_blocks=num_blocks,
-        in_flight=in_flight,
-        state_blocks=state_blocks,
-        block_sizes=block_sizes,
-        replica_concurrency=replica_concurrency,
-        target_row=target_row,
-    )
-    fits = not problems
-    if not model.hf_id:
-        warnings.append(
-            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
-            "(or local path) the config.json came from."
-        )
 
-    # Allocation: contiguous max_model_len reservations vs paged blocks.
-    prompt, output, context = _typical_request(inputs)
+def _allocation(
+    inputs: PlanInputs, blocks: _Blocks, *, in_flight: int, state_blocks: int, block_sizes: tuple[int, ...]
+) -> Allocation:
+    """Contiguous max_model_len reservations against paged blocks for a typical request."""
+    model, block_size, max_len = inputs.model, inputs.block_size, inputs.max_model_len
+    assert block_size is not None and max_len is not None
+    prompt, output, _ = _typical_request(inputs)
     sequence = min(max_len, max(1, prompt + output))
-    per_sequence = request_blocks(model, binding.groups, sequence, block_size, in_flight, state_blocks, block_sizes)
+    stage = blocks.binding.groups
+    per_sequence = request_blocks(model, stage, sequence, block_size, in_flight, state_blocks, block_sizes)
     shared_blocks = 0
     if inputs.shared_prefix_tokens:
-        full_groups = sum(g for index, _, g in binding.groups.groups if model.layer_groups[index].kind == "full")
+        full_groups = sum(g for index, _, g in stage.groups if model.layer_groups[index].kind == "full")
         shared_blocks = min(per_sequence - 1, (inputs.shared_prefix_tokens // block_size) * full_groups)
+    usable = blocks.usable
     paged = (usable - shared_blocks) // (per_sequence - shared_blocks) if usable > shared_blocks else 0
-    allocation = Allocation(naive_sequences=capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
+    return Allocation(naive_sequences=blocks.capacity // max_len, paged_sequences=paged, sequence_tokens=sequence)
 
-    # Speed.
-    # The layers of the largest stage by kind (its KV cache groups' counts, the draft MTP layers aside).
-    largest = max(range(len(stages_layers)), key=lambda i: len(stages_layers[i]))
+
+def _speed_model(
+    inputs: PlanInputs, shape: _KvShape, memory: _Memory, *, block_sizes: tuple[int, ...], state_page: int
+) -> SpeedModel:
+    """The speed model of the largest pipeline stage: its layers by kind (the draft MTP layers aside)."""
+    model, gpu = inputs.model, inputs.gpu
+    tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
+    ranks = tp * pp
+    last = len(shape.stages_layers) - 1
+    largest = max(range(len(shape.stages_layers)), key=lambda i: len(shape.stages_layers[i]))
     stage_kinds: dict[int, int] = {}
     stage_states = 0
-    for index, count, _ in stage_group_list[largest].groups:
+    for index, count, _ in shape.stage_group_list[largest].groups:
         kind = model.layer_groups[index].kind
         if kind in ATTENTION_LAYER_KINDS:
-            stage_kinds[index] = count - (mtp_layers if largest == last and kind == "full" else 0)
+            stage_kinds[index] = count - (shape.mtp_layers if largest == last and kind == "full" else 0)
         elif kind == "state":
             stage_states += count
     qk_width = model.num_attention_heads * (
@@ -659,19 +718,19 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         if model.attention_kind == "MLA"
         else model.head_size
     )
-    speed_model = SpeedModel(
+    return SpeedModel(
         bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
         flops_per_s=gpu.bf16_tflops * 1e12,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
-        dense_weight_bytes=(weights_total - weights_expert) / ranks,
-        expert_weight_bytes=weights_expert / ranks,
+        dense_weight_bytes=(memory.weights_total - memory.weights_expert) / ranks,
+        expert_weight_bytes=memory.weights_expert / ranks,
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_tok,
         active_params=model.num_active_params,
         # Layers of different shapes (Gemma 4): their average, so layers x bytes is the stage's KV per token.
         kv_bytes_per_token_per_layer=(
-            round(kv_per_gpu / max(1, sum(stage_kinds.values()))) if block_sizes else per_layer
+            round(shape.kv_per_gpu / max(1, sum(stage_kinds.values()))) if block_sizes else shape.per_layer
         ),
         kv_layers=tuple((count, model.layer_groups[index].window) for index, count in stage_kinds.items()),
         attention_layers=tuple(
@@ -680,6 +739,19 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         attention_width=qk_width,
         state_bytes_per_seq=state_page * stage_states,
     )
+
+
+def _speed(
+    inputs: PlanInputs,
+    speed_model: SpeedModel,
+    *,
+    starts: bool,
+    replica_concurrency: int,
+    data_parallel_size: int,
+    assumptions: list[Assumption],
+) -> tuple[Estimates | None, list[str]]:
+    """Speed estimates (None when vLLM would not start: there is nothing to time) and the SLA targets missed."""
+    prompt, output, context = _typical_request(inputs)
     ttft_prompt = max(0, prompt - (inputs.shared_prefix_tokens or 0))
     estimates = (
         estimate(
@@ -687,7 +759,7 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
             concurrency=replica_concurrency,
             context_tokens=context,
             prompt_tokens=ttft_prompt,
-            data_parallel_size=resolved.data_parallel_size,
+            data_parallel_size=data_parallel_size,
         )
         if starts
         else None
@@ -700,47 +772,131 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
                 "unset lengths: a request of max_model_len tokens (worst case)",
             )
         )
-    if estimates is not None:
-        assumptions.append(Assumption("speed", estimates.label, "planner/sizing/speed.py"))
-    sla_problems = []
     if estimates is None:
-        pass  # no speed to judge: the problems already say why it does not start
-    elif inputs.target_tpot_ms is not None and estimates.tpot_ms > inputs.target_tpot_ms:
+        return None, []
+    assumptions.append(Assumption("speed", estimates.label, "planner/sizing/speed.py"))
+    sla_problems = []
+    if inputs.target_tpot_ms is not None and estimates.tpot_ms > inputs.target_tpot_ms:
         sla_problems.append(
             f"Estimated TPOT {estimates.tpot_ms:.1f} ms at concurrency {replica_concurrency} misses the "
             f"{inputs.target_tpot_ms:g} ms target."
         )
-    if (
-        estimates is not None
-        and inputs.target_ttft_ms is not None
-        and estimates.prefill_ttft_ms > inputs.target_ttft_ms
-    ):
+    if inputs.target_ttft_ms is not None and estimates.prefill_ttft_ms > inputs.target_ttft_ms:
         sla_problems.append(
             f"Estimated prefill TTFT {estimates.prefill_ttft_ms:.1f} ms for {ttft_prompt} tokens misses the "
             f"{inputs.target_ttft_ms:g} ms target."
         )
+    return estimates, sla_problems
 
-    num_kv_groups = sum(count for _, _, count in binding.groups.groups)
+
+def _reported_tokens(rules: EngineRules, blocks: _Blocks, *, max_len: int, block_size: int) -> tuple[int, str]:
+    """The "GPU KV cache size" figure vLLM logs, and the rule its release uses."""
     if rules.concurrency_reported_tokens:
-        reported_tokens = int(max_concurrency * max_len)
-        reported_rule = "max concurrency x max_model_len (vllm/v1/core/kv_cache_utils.py, get_kv_cache_capacity)"
-    else:
-        reported_tokens = num_blocks // max(1, num_kv_groups) * block_size
-        reported_rule = f"num_blocks // {num_kv_groups} KV cache groups x block size (releases before 0.24)"
+        return (
+            int(blocks.max_concurrency * max_len),
+            "max concurrency x max_model_len (vllm/v1/core/kv_cache_utils.py, get_kv_cache_capacity)",
+        )
+    num_kv_groups = sum(count for _, _, count in blocks.binding.groups.groups)
+    return (
+        blocks.num_blocks // max(1, num_kv_groups) * block_size,
+        f"num_blocks // {num_kv_groups} KV cache groups x block size (releases before 0.24)",
+    )
+
+
+def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
+    """The plan without advice (``compute.compute_plan`` adds advice; ``search`` uses this directly).
+
+    Steps: inputs resolved with the release's rules; bytes per token; the state cache and block size;
+    page unification; memory per GPU; blocks; the context table; whether it starts and fits; allocation;
+    speed; what vLLM will report."""
+    resolved = resolve_inputs(inputs)
+    inputs, rules = resolved.inputs, resolved.rules
+    model = inputs.model
+    assert inputs.block_size is not None and inputs.max_model_len is not None
+    max_len = inputs.max_model_len
+    assumptions = [Assumption(name, value, source) for name, value, source in resolved.assumptions]
+    assumptions += [Assumption("model", note, "config.json") for note in model.notes]
+    warnings = list(resolved.warnings)
+    replica_concurrency = -(-inputs.concurrency // resolved.data_parallel_size)
+
+    shape = _kv_shape(inputs, assumptions, warnings)
+    command_inputs = inputs  # the block size asked for: vLLM grows it for hybrid models itself
+    state = _state_layout(inputs, rules, shape, assumptions)
+    if state.block_size is not None:
+        inputs = dataclasses.replace(inputs, block_size=state.block_size)
+    block_size = inputs.block_size
+    assert block_size is not None
+    page_size = shape.per_layer * block_size
+    block_sizes = _unified_block_sizes(model, shape.group_bytes, block_size, assumptions)
+
+    memory_step = _memory(inputs, rules, assumptions)
+    in_flight = _in_flight_tokens(inputs, rules, assumptions)
+    state_blocks = state.blocks_per_request
+    blocks = _blocks(
+        inputs,
+        shape,
+        kv_alloc=memory_step.kv_alloc,
+        page_size=page_size,
+        in_flight=in_flight,
+        state_blocks=state_blocks,
+        block_sizes=block_sizes,
+    )
+    concurrencies = sorted(set(TABLE_CONCURRENCIES) | {replica_concurrency}) if table else [replica_concurrency]
+    rows, longest_max_model_len = _context_table(
+        inputs,
+        blocks,
+        concurrencies=concurrencies,
+        in_flight=in_flight,
+        state_blocks=state_blocks,
+        block_sizes=block_sizes,
+    )
+    target_row = next(row for row in rows if row.concurrency == replica_concurrency)
+    if inputs.context_rounding == "pow2":
+        assumptions.append(Assumption("context_rounding", "pow2", "context lengths rounded down to a power of two"))
+
+    problems, starts, shortfall = _fit(
+        inputs,
+        memory_step,
+        page_size=page_size,
+        binding=blocks.binding,
+        num_blocks=blocks.num_blocks,
+        in_flight=in_flight,
+        state_blocks=state_blocks,
+        block_sizes=block_sizes,
+        replica_concurrency=replica_concurrency,
+        target_row=target_row,
+    )
+    fits = not problems
+    if not model.hf_id:
+        warnings.append(
+            "The model has no Hugging Face repo id: replace <hf-repo-id> in the vllm serve command with the repo "
+            "(or local path) the config.json came from."
+        )
+    allocation = _allocation(inputs, blocks, in_flight=in_flight, state_blocks=state_blocks, block_sizes=block_sizes)
+    speed_model = _speed_model(inputs, shape, memory_step, block_sizes=block_sizes, state_page=state.page)
+    estimates, sla_problems = _speed(
+        inputs,
+        speed_model,
+        starts=starts,
+        replica_concurrency=replica_concurrency,
+        data_parallel_size=resolved.data_parallel_size,
+        assumptions=assumptions,
+    )
+    reported_tokens, reported_rule = _reported_tokens(rules, blocks, max_len=max_len, block_size=block_size)
     return Plan(
         inputs=inputs,
-        kv_bytes_per_token=kv_whole,
-        kv_bytes_per_token_per_gpu=kv_per_gpu,
+        kv_bytes_per_token=shape.kv_whole,
+        kv_bytes_per_token_per_gpu=shape.kv_per_gpu,
         page_size_bytes=page_size,
-        weights_bytes=weights_total,
-        weights_bytes_per_gpu=weights_per_gpu,
-        memory_per_gpu=memory,
-        kv_budget_bytes_per_gpu=kv_budget,
-        num_gpu_blocks=num_blocks,
+        weights_bytes=memory_step.weights_total,
+        weights_bytes_per_gpu=memory_step.weights_per_gpu,
+        memory_per_gpu=memory_step.breakdown,
+        kv_budget_bytes_per_gpu=memory_step.kv_budget,
+        num_gpu_blocks=blocks.num_blocks,
         block_size=block_size,
-        kv_capacity_tokens=capacity,
-        worst_case_blocks_per_request=worst_case,
-        max_concurrency=max_concurrency,
+        kv_capacity_tokens=blocks.capacity,
+        worst_case_blocks_per_request=blocks.binding.worst_case,
+        max_concurrency=blocks.max_concurrency,
         max_context_len=target_row.max_context_len,
         fits=fits,
         problems=tuple(problems + sla_problems),
@@ -748,26 +904,25 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         allocation=allocation,
         estimates=estimates,
         advice=(),
-        # The block size asked for: vLLM grows it for hybrid models itself (older releases refuse odd sizes).
         vllm_command=vllm_command(command_inputs, data_parallel_size=resolved.data_parallel_size),
         assumptions=tuple(assumptions),
         meets_sla=fits and not sla_problems,
         warnings=tuple(warnings),
-        usable_blocks=usable,
-        layers_per_gpu=binding.groups.num_layers,
-        group_size=binding.groups.group_size,
-        kv_groups=kv_groups,
+        usable_blocks=blocks.usable,
+        layers_per_gpu=blocks.binding.groups.num_layers,
+        group_size=blocks.binding.groups.group_size,
+        kv_groups=blocks.kv_groups,
         in_flight_tokens=in_flight,
         data_parallel_size=resolved.data_parallel_size,
         reported_kv_cache_tokens=reported_tokens,
-        reported_max_concurrency=max_concurrency,
+        reported_max_concurrency=blocks.max_concurrency,
         reported_tokens_rule=reported_rule,
-        state_page_bytes=state_page,
+        state_page_bytes=state.page,
         state_blocks_per_request=state_blocks if model.has_state else 0,
         longest_max_model_len=longest_max_model_len,
         starts=starts,
         shortfall_bytes_per_gpu=shortfall,
-        binding_stage=binding.groups,
+        binding_stage=blocks.binding.groups,
         group_block_sizes=block_sizes,
         speed_model=speed_model,
     )
