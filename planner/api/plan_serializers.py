@@ -191,6 +191,8 @@ class KvCacheGroupSerializer(serializers.Serializer):
     num_layers = serializers.IntegerField()
     num_groups = serializers.IntegerField()
     worst_case_blocks = serializers.IntegerField()
+    block_size = serializers.IntegerField(help_text="Tokens per block of this group (page unification, DeepSeek-V4).")
+    caches = serializers.CharField(help_text="What the group's layer slots hold, where not one attention kind.")
 
 
 class PlanSerializer(serializers.Serializer):

@@ -65,6 +65,8 @@ class CompressedAttention:
     index_head_dim: int
     index_n_heads: int = 0
     index_topk: int = 0
+    # Output-projection groups: each tensor-parallel rank takes o_groups / tp of them (attention.py, wo_a).
+    o_groups: int = 1
 
     @property
     def num_compressed_layers(self) -> int:
@@ -113,6 +115,67 @@ class PackedCache:
         return sum(group.num_groups for group in self.groups)
 
 
+# The GPUs whose DeepSeek-V4 attention is FlashMLA's, with the fp8_ds_mla layout sized here
+# (models/deepseek_v4/nvidia/model.py, _select_dsv4_attn_cls: FlashMLA on every CUDA capability but 12.x;
+# models/deepseek_v4/sparse_mla.py, supports_compute_capability: 9.x and 10.x). SM12x (RTX 50, RTX PRO 6000)
+# runs FlashInfer's plain-row layout, ROCm and others their own: not sized.
+FLASHMLA_GPU_TAGS = ("h100", "h200", "h800", "h20", "gh200", "b200", "b300", "gb200", "gb300")
+# --kv-cache-dtype values that resolve to fp8_ds_mla on those GPUs (attention.py, _resolve_dsv4_kv_cache_dtype:
+# auto becomes fp8; the sparse-MLA backend lists auto, fp8 and fp8_ds_mla); bfloat16 is refused there.
+KV_CACHE_DTYPES = ("auto", "fp8")
+# The first release whose DeepSeek-V4 rules were read (0.33.0); earlier ones grouped these caches otherwise.
+SINCE_RELEASE = (0, 33)
+
+
+def input_errors(
+    attention: CompressedAttention,
+    *,
+    gpu_name: str,
+    gpu_slug: str,
+    kv_cache_dtype: str,
+    block_size: int | None,
+    tensor_parallel_size: int,
+    pipeline_parallel_size: int,
+    num_speculative_tokens: int,
+    engine_version: tuple[int, int],
+) -> dict[str, str]:
+    """The settings under which a compressed-attention plan would not be vLLM 0.33's exact answer, each
+    naming the field and value (a refusal, never a plan that is silently wrong)."""
+    errors: dict[str, str] = {}
+    if engine_version < SINCE_RELEASE:
+        errors["engine_version"] = (
+            f"{engine_version[0]}.{engine_version[1]}: DeepSeek-V4's KV cache groups are sized from vLLM 0.33's "
+            "source; earlier releases grouped its caches differently and are not modelled"
+        )
+    name = f"{gpu_name} {gpu_slug}".lower()
+    if not any(tag in name for tag in FLASHMLA_GPU_TAGS):
+        errors["gpu"] = (
+            f"{gpu_name}: DeepSeek-V4 is sized for FlashMLA's fp8_ds_mla cache on Hopper (H100, H200, H20) and "
+            "datacenter Blackwell (B200, B300); other GPUs use other cache layouts"
+        )
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        errors["kv_cache_dtype"] = (
+            f"{kv_cache_dtype}: DeepSeek-V4's FlashMLA cache is fp8_ds_mla, asked for with 'auto' or 'fp8' "
+            "(vLLM refuses bfloat16 there; other fp8 spellings are not checked)"
+        )
+    if block_size is not None and block_size != BLOCK_SIZE:
+        errors["block_size"] = f"{block_size}: DeepSeek-V4's sparse-MLA and indexer kernels take 256-token blocks"
+    if attention.o_groups % tensor_parallel_size:
+        errors["tensor_parallel_size"] = (
+            f"{tensor_parallel_size} does not divide the {attention.o_groups} output-projection groups (o_groups)"
+        )
+    if pipeline_parallel_size != 1:
+        errors["pipeline_parallel_size"] = (
+            f"{pipeline_parallel_size}: DeepSeek-V4's packed cache groups across pipeline stages are not modelled"
+        )
+    if num_speculative_tokens:
+        errors["num_speculative_tokens"] = (
+            f"{num_speculative_tokens}: DeepSeek-V4's MTP draft layers (their sliding caches and retained tokens) "
+            "are not modelled"
+        )
+    return errors
+
+
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
@@ -121,63 +184,54 @@ def _aligned(page: int) -> int:
     return _round_up(page, PAGE_ALIGNMENT)
 
 
-def cache_layer_kinds(attention: CompressedAttention, block_size: int = BLOCK_SIZE) -> tuple[CacheLayerKind, ...]:
-    """The per-layer caches of the fp8_ds_mla layout, one entry per kind with its layer count, in the order
-    vLLM registers them on a ratio-4 layer (indexer key, indexer state, sliding latent, compressed latent,
-    compressor state; a ratio-128 layer has no indexer)."""
-    ratios = Counter(ratio for ratio in attention.compress_ratios)
-    compressed = sorted(ratio for ratio in ratios if ratio > 1)
-    kinds: list[CacheLayerKind] = []
-    indexed = ratios.get(INDEXER_RATIO, 0)
-    if indexed:
+def _layer_caches(attention: CompressedAttention, ratio: int, block_size: int) -> list[CacheLayerKind]:
+    """One layer's caches of the fp8_ds_mla layout in the order vLLM registers them (``DeepseekV4Attention``:
+    the indexer's key and compressor state, the sliding latent, the compressed latent, its compressor state),
+    each as a kind of one layer."""
+    caches: list[CacheLayerKind] = []
+    if ratio == INDEXER_RATIO:
         index_key = attention.index_head_dim + attention.index_head_dim // INDEXER_QUANT_BLOCK * 4
-        states = block_size // INDEXER_RATIO
-        kinds.append(
-            CacheLayerKind("indexer key", "full", None, block_size, _aligned(states * index_key), indexed),
+        caches.append(
+            CacheLayerKind("indexer key", "full", None, block_size, _aligned(block_size // ratio * index_key), 1)
         )
-        index_state = 2 * 2 * attention.index_head_dim * STATE_DTYPE_BYTES
-        size = COMPRESSOR_BLOCK_SIZES[INDEXER_RATIO]
-        kinds.append(
-            CacheLayerKind(
-                "indexer compressor state",
-                "sliding_window",
-                2 * INDEXER_RATIO,
-                size,
-                _aligned(size * index_state),
-                indexed,
-            )
-        )
-    kinds.append(
+        size = COMPRESSOR_BLOCK_SIZES[ratio]
+        index_state = 2 * 2 * attention.index_head_dim * STATE_DTYPE_BYTES  # kv and score states, coff 2
+        state_page = _aligned(size * index_state)
+        caches.append(CacheLayerKind("indexer compressor state", "sliding_window", 2 * ratio, size, state_page, 1))
+    caches.append(
         CacheLayerKind(
             "sliding latent",
             "sliding_window",
             attention.sliding_window,
             SWA_BLOCK_SIZE,
             _aligned(SWA_BLOCK_SIZE * FP8_DS_MLA_STATE_BYTES),
-            len(attention.compress_ratios),
+            1,
         )
     )
-    for ratio in compressed:
-        count = ratios[ratio]
-        states = block_size // ratio
-        kinds.append(
+    if ratio > 1:
+        caches.append(
             CacheLayerKind(
-                f"C{ratio} latent", "full", None, block_size, _aligned(states * FP8_DS_MLA_STATE_BYTES), count
+                f"C{ratio} latent", "full", None, block_size, _aligned(block_size // ratio * FP8_DS_MLA_STATE_BYTES), 1
             )
         )
         coff = 2 if ratio == INDEXER_RATIO else 1
         size = COMPRESSOR_BLOCK_SIZES[ratio]
-        kinds.append(
-            CacheLayerKind(
-                f"C{ratio} compressor state",
-                "sliding_window",
-                coff * ratio,
-                size,
-                _aligned(size * 2 * coff * HEAD_DIM * STATE_DTYPE_BYTES),
-                count,
-            )
-        )
-    return tuple(kinds)
+        state = 2 * coff * HEAD_DIM * STATE_DTYPE_BYTES
+        state_page = _aligned(size * state)
+        caches.append(CacheLayerKind(f"C{ratio} compressor state", "sliding_window", coff * ratio, size, state_page, 1))
+    return caches
+
+
+def cache_layer_kinds(attention: CompressedAttention, block_size: int = BLOCK_SIZE) -> tuple[CacheLayerKind, ...]:
+    """Every kind of per-layer cache with its layer count, in the order the layers first register them."""
+    counts: dict[CacheLayerKind, int] = {}
+    for ratio in attention.compress_ratios:
+        for cache in _layer_caches(attention, ratio, block_size):
+            counts[cache] = counts.get(cache, 0) + 1
+    return tuple(
+        CacheLayerKind(cache.name, cache.kind, cache.window, cache.block_size, cache.page_bytes, count)
+        for cache, count in counts.items()
+    )
 
 
 def approximate_gcd(values: list[int], lower_bound: int) -> int:
@@ -232,9 +286,7 @@ def pack_caches(kinds: tuple[CacheLayerKind, ...]) -> PackedCache:
                 kind=first.kind,
                 window=first.window,
                 block_size=first.block_size,
-                caches=tuple(
-                    (cache.name, -(-cache.num_layers // count), cache.page_bytes) for cache in bucket
-                ),
+                caches=tuple((cache.name, -(-cache.num_layers // count), cache.page_bytes) for cache in bucket),
                 num_layers=sum(cache.num_layers for cache in bucket),
                 num_groups=count,
                 group_bytes=group_bytes,

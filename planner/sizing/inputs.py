@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .compressed_attention import BLOCK_SIZE as COMPRESSED_BLOCK_SIZE
+from .compressed_attention import input_errors as compressed_attention_errors
 from .engine import EngineRules, engine_rules
 from .errors import SizingInputError
 from .hardware import GpuSpec
@@ -170,6 +172,21 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
     assert tp is not None and pp is not None and rules is not None and concurrency is not None
 
     _check_model_parallel(model, tp, pp, errors)
+    if model.compressed_attention is not None:
+        assert speculative is not None
+        errors.update(
+            compressed_attention_errors(
+                model.compressed_attention,
+                gpu_name=gpu.name,
+                gpu_slug=gpu.slug,
+                kv_cache_dtype=inputs.kv_cache_dtype,
+                block_size=block_size,
+                tensor_parallel_size=tp,
+                pipeline_parallel_size=pp,
+                num_speculative_tokens=speculative,
+                engine_version=rules.version,
+            )
+        )
     if gpu_count is not None and gpu_count % (tp * pp):
         errors["gpu_count"] = f"must be a multiple of tensor_parallel_size x pipeline_parallel_size ({tp * pp})"
     if max_len is not None and max_len > model.max_position_embeddings:
@@ -199,11 +216,21 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
         notes.append(
             ("gpu_memory_utilization", f"{utilization:g}", f"vLLM default for engine {rules.label} (CacheConfig)")
         )
-    if block_size is None:
+    if block_size is None and model.compressed_attention is not None:
+        block_size = COMPRESSED_BLOCK_SIZE
+        notes.append(
+            (
+                "block_size",
+                str(block_size),
+                "DeepSeek-V4's sparse-MLA and indexer back-ends take 256 only "
+                "(vllm/platforms/interface.py, _preferred_block_size_for_backends)",
+            )
+        )
+    elif block_size is None:
         block_size = 64 if model.attention_kind == "MLA" else 16
         source = "MLA back-ends force 64 (FlashMLA)" if model.attention_kind == "MLA" else "vLLM CacheConfig default"
         notes.append(("block_size", str(block_size), source))
-    elif model.attention_kind == "MLA" and block_size != 64:
+    elif model.attention_kind == "MLA" and block_size != 64 and model.compressed_attention is None:
         warnings.append(f"MLA attention back-ends usually need block size 64; {block_size} may be overridden")
     if batched is None:
         batched = default_max_num_batched_tokens(gpu)

@@ -113,6 +113,14 @@ class StageGroups:
     num_layers: int
     group_size: int
     groups: tuple[tuple[int, int, int], ...]  # (layer group index, layers of that kind, kv cache groups)
+    # The kinds ``groups`` index, when they are not the model's layer groups: DeepSeek-V4's KV cache groups hold
+    # caches (compressed latents, compressor states) rather than decoder layers (compressed_attention.py).
+    kinds: tuple[LayerGroup, ...] = ()
+
+
+def stage_kinds(model: ModelSpec, stage: StageGroups) -> tuple[LayerGroup, ...]:
+    """What the stage's group indices refer to: its own kinds, else the model's layer groups."""
+    return stage.kinds or model.layer_groups
 
 
 def stage_groups(model: ModelSpec, layers: range, *, extra_full_layers: int = 0) -> StageGroups:
@@ -170,8 +178,9 @@ def request_blocks(
 
     ``block_sizes``: per layer group, when page unification gave groups different block sizes."""
     total = 0
+    kinds = stage_kinds(model, stage)
     for index, _count, num_groups in stage.groups:
-        group = model.layer_groups[index]
+        group = kinds[index]
         size = block_sizes[index] if block_sizes else block_size
         total += num_groups * worst_case_blocks(group.kind, group.window, length, size, in_flight, state_blocks)
     return total

@@ -13,7 +13,10 @@ from typing import Any
 
 from .advice import AdviceRow
 from .command import vllm_command
+from .compressed_attention import FP8_DS_MLA_STATE_BYTES, packed_cache
+from .compressed_attention import bytes_per_token as compressed_bytes_per_token
 from .engine import EngineRules
+from .errors import SizingInputError
 from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
@@ -24,11 +27,12 @@ from .kv_cache import (
     pipeline_stages,
     request_blocks,
     stage_groups,
+    stage_kinds,
     unified_block_sizes,
     worst_case_blocks,
 )
 from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
-from .model_spec import ATTENTION_LAYER_KINDS, ModelSpec
+from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
 from .speed import Estimates, SpeedModel, estimate
 from .state_cache import (
     GDN_FLASHINFER_CHECKPOINT_ALIGNMENT,
@@ -98,6 +102,10 @@ class KvCacheGroup:
     num_layers: int
     num_groups: int
     worst_case_blocks: int
+    # Additions: the group's block size, and what its layer slots hold where that is not one attention kind
+    # (DeepSeek-V4: "21 C4 latent (37,440 B), ..." cache pages per block).
+    block_size: int = 0
+    caches: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,8 +202,9 @@ def _kv_limited_length(
     full_block = block_size
     fixed = 0
     saturation = 0
+    kinds = stage_kinds(model, stage)
     for index, _, groups in stage.groups:
-        group = model.layer_groups[index]
+        group = kinds[index]
         size = block_sizes[index] if block_sizes else block_size
         if group.kind == "full":
             full += groups
@@ -421,10 +430,68 @@ class _KvShape:
     stage_group_list: list[StageGroups]
     kv_per_gpu: int
     kv_whole: int
+    # Compressed attention (DeepSeek-V4): the bytes one block spans over all its packed groups, each group's
+    # block size, and what the groups hold; 0, () and "" otherwise.
+    block_bytes: int = 0
+    group_block_sizes: tuple[int, ...] = ()
+    group_caches: tuple[str, ...] = ()
+
+
+def _compressed_kv_shape(inputs: PlanInputs, assumptions: list[Assumption]) -> _KvShape:
+    """DeepSeek-V4: its caches packed into vLLM 0.33's KV cache groups (compressed_attention.py); the KV is
+    replicated on every tensor-parallel rank (one latent head, max_tp_shards=1)."""
+    model = inputs.model
+    assert model.compressed_attention is not None
+    try:
+        packed = packed_cache(model.compressed_attention)
+    except ValueError as error:
+        raise SizingInputError({"compress_ratios": str(error)}) from error
+    kinds = tuple(LayerGroup(group.kind, group.num_layers, group.window) for group in packed.groups)
+    counts = tuple((i, group.num_layers, group.num_groups) for i, group in enumerate(packed.groups))
+    stage = StageGroups(model.num_layers, 1, counts, kinds)
+    per_token = compressed_bytes_per_token(packed)
+    caches = tuple(
+        ", ".join(f"{layers} {name} ({page:,} B)" for name, layers, page in group.caches) for group in packed.groups
+    )
+    assumptions.append(
+        Assumption(
+            "kv_cache_groups",
+            f"{packed.num_kv_cache_groups} groups sharing {packed.bytes_per_block:,}-byte blocks: "
+            + "; ".join(
+                f"{group.num_groups} x [{text}] block {group.block_size}"
+                for group, text in zip(packed.groups, caches, strict=True)
+            ),
+            "vllm/v1/core/kv_cache_planning.py (_get_packed_kv_cache_groups, _get_kv_cache_bytes_per_block); "
+            "vllm/models/deepseek_v4/attention.py, compressor.py; v1/attention/backends/mla/sparse_swa.py",
+        )
+    )
+    assumptions.append(
+        Assumption(
+            "kv_cache_format",
+            f"fp8_ds_mla: {FP8_DS_MLA_STATE_BYTES} bytes per latent state, pages padded to 576-byte multiples; "
+            "fp32 compressor states",
+            "vllm/models/deepseek_v4/attention.py (_resolve_dsv4_kv_cache_dtype, get_kv_cache_spec)",
+        )
+    )
+    return _KvShape(
+        dtype=serving_dtype(model, inputs.weight_dtype),
+        group_bytes=tuple(0 for _ in model.layer_groups),
+        per_layer=per_token,
+        stages_layers=[range(model.num_layers)],
+        mtp_layers=0,
+        stage_group_list=[stage],
+        kv_per_gpu=per_token,
+        kv_whole=per_token * inputs.tensor_parallel_size,
+        block_bytes=packed.bytes_per_block,
+        group_block_sizes=tuple(group.block_size for group in packed.groups),
+        group_caches=caches,
+    )
 
 
 def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[str]) -> _KvShape:
     model = inputs.model
+    if model.compressed_attention is not None:
+        return _compressed_kv_shape(inputs, assumptions)
     tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
     dtype = serving_dtype(model, inputs.weight_dtype)
     element = kv_element_bytes(inputs.kv_cache_dtype, dtype)
@@ -616,22 +683,25 @@ def _blocks(
     ]
     num_blocks = min(stage.num_blocks for stage in stages)
     binding = max(stages, key=lambda stage: stage.worst_case)
+    kinds = stage_kinds(model, binding.groups)
     kv_groups = tuple(
         KvCacheGroup(
-            kind=model.layer_groups[index].kind,
-            window=model.layer_groups[index].window,
+            kind=kinds[index].kind,
+            window=kinds[index].window,
             num_layers=count,
             num_groups=num_groups,
             worst_case_blocks=num_groups
             * request_blocks(
                 model,
-                StageGroups(count, binding.groups.group_size, ((index, count, 1),)),
+                StageGroups(count, binding.groups.group_size, ((index, count, 1),), binding.groups.kinds),
                 max_len,
                 block_size,
                 in_flight,
                 state_blocks,
                 block_sizes,
             ),
+            block_size=block_sizes[index] if block_sizes else block_size,
+            caches=shape.group_caches[index] if shape.group_caches else "",
         )
         for index, count, num_groups in binding.groups.groups
     )
@@ -689,7 +759,8 @@ def _allocation(
     per_sequence = request_blocks(model, stage, sequence, block_size, in_flight, state_blocks, block_sizes)
     shared_blocks = 0
     if inputs.shared_prefix_tokens:
-        full_groups = sum(g for index, _, g in stage.groups if model.layer_groups[index].kind == "full")
+        kinds = stage_kinds(model, stage)
+        full_groups = sum(g for index, _, g in stage.groups if kinds[index].kind == "full")
         shared_blocks = min(per_sequence - 1, (inputs.shared_prefix_tokens // block_size) * full_groups)
     usable = blocks.usable
     paged = (usable - shared_blocks) // (per_sequence - shared_blocks) if usable > shared_blocks else 0
@@ -705,12 +776,15 @@ def _speed_model(
     ranks = tp * pp
     last = len(shape.stages_layers) - 1
     largest = max(range(len(shape.stages_layers)), key=lambda i: len(shape.stages_layers[i]))
-    stage_kinds: dict[int, int] = {}
+    layer_kinds: dict[int, int] = {}
     stage_states = 0
-    for index, count, _ in shape.stage_group_list[largest].groups:
+    stage = shape.stage_group_list[largest]
+    # A stage of cache groups (DeepSeek-V4) times its decoder layers by kind instead.
+    counts = stage.groups if not stage.kinds else [(i, g.num_layers, 1) for i, g in enumerate(model.layer_groups)]
+    for index, count, _ in counts:
         kind = model.layer_groups[index].kind
         if kind in ATTENTION_LAYER_KINDS:
-            stage_kinds[index] = count - (shape.mtp_layers if largest == last and kind == "full" else 0)
+            layer_kinds[index] = count - (shape.mtp_layers if largest == last and kind == "full" else 0)
         elif kind == "state":
             stage_states += count
     qk_width = model.num_attention_heads * (
@@ -730,9 +804,9 @@ def _speed_model(
         active_params=model.num_active_params,
         # Layers of different shapes (Gemma 4): their average, so layers x bytes is the stage's KV per token.
         kv_bytes_per_token_per_layer=(
-            round(shape.kv_per_gpu / max(1, sum(stage_kinds.values()))) if block_sizes else shape.per_layer
+            round(shape.kv_per_gpu / max(1, sum(layer_kinds.values()))) if block_sizes else shape.per_layer
         ),
-        kv_layers=tuple((count, model.layer_groups[index].window) for index, count in stage_kinds.items()),
+        kv_layers=tuple((count, model.layer_groups[index].window) for index, count in layer_kinds.items()),
         attention_layers=tuple(
             (group.num_layers, group.window) for group in model.layer_groups if group.kind in ATTENTION_LAYER_KINDS
         ),
@@ -826,8 +900,8 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         inputs = dataclasses.replace(inputs, block_size=state.block_size)
     block_size = inputs.block_size
     assert block_size is not None
-    page_size = shape.per_layer * block_size
-    block_sizes = _unified_block_sizes(model, shape.group_bytes, block_size, assumptions)
+    page_size = shape.block_bytes or shape.per_layer * block_size
+    block_sizes = shape.group_block_sizes or _unified_block_sizes(model, shape.group_bytes, block_size, assumptions)
 
     memory_step = _memory(inputs, rules, assumptions)
     in_flight = _in_flight_tokens(inputs, rules, assumptions)

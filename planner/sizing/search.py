@@ -113,7 +113,9 @@ def _request_bytes(
 ) -> int | None:
     key = (tp, kv_dtype)
     if key not in memo:
-        if kv_dtype in KV_CACHE_DTYPES:
+        if model.compressed_attention is not None:
+            memo[key] = None  # DeepSeek-V4's caches are not per-layer KV: no bound, the plan decides
+        elif kv_dtype in KV_CACHE_DTYPES:
             group_bytes = group_bytes_per_token(model, tp, kv_element_bytes(kv_dtype, dtype), kv_dtype)
             memo[key] = sum(t * b for t, b in zip(layer_tokens, group_bytes, strict=True))
         else:
