@@ -304,6 +304,19 @@ def packed_cache(attention: CompressedAttention, block_size: int = BLOCK_SIZE) -
     return pack_caches(cache_layer_kinds(attention, block_size))
 
 
+@lru_cache(maxsize=64)
+def group_descriptions(packed: PackedCache) -> tuple[tuple[str, ...], str]:
+    """What each group's layer slots hold ("21 C4 latent (37,440 B), ..."), and all groups in one line."""
+    caches = tuple(
+        ", ".join(f"{layers} {name} ({page:,} B)" for name, layers, page in group.caches) for group in packed.groups
+    )
+    summary = f"{packed.num_kv_cache_groups} groups sharing {packed.bytes_per_block:,}-byte blocks: " + "; ".join(
+        f"{group.num_groups} x [{text}] block {group.block_size}"
+        for group, text in zip(packed.groups, caches, strict=True)
+    )
+    return caches, summary
+
+
 def group_request_blocks(group: CacheGroupKind, length: int, in_flight: int) -> int:
     """Blocks one request of ``length`` tokens holds in each of this bucket's groups."""
     if length <= 0:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .advice import AdviceRow
 from .command import vllm_command
-from .compressed_attention import FP8_DS_MLA_STATE_BYTES, packed_cache
+from .compressed_attention import FP8_DS_MLA_STATE_BYTES, group_descriptions, packed_cache
 from .compressed_attention import bytes_per_token as compressed_bytes_per_token
 from .engine import EngineRules
 from .errors import SizingInputError
@@ -21,6 +21,7 @@ from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
     StageGroups,
+    Terms,
     group_bytes_per_token,
     kv_element_bytes,
     max_length_for_blocks,
@@ -28,8 +29,8 @@ from .kv_cache import (
     request_blocks,
     stage_groups,
     stage_kinds,
+    stage_terms,
     unified_block_sizes,
-    worst_case_blocks,
 )
 from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
 from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
@@ -190,31 +191,21 @@ def _kv_limited_length(
     upper: int,
     state_blocks: int = 1,
     block_sizes: tuple[int, ...] = (),
+    terms: Terms | None = None,
 ) -> int:
+    """``terms``: the stage's ``stage_terms``, when the caller asks several concurrencies of one stage."""
     model = inputs.model
     block_size = inputs.block_size
     assert block_size is not None
+    if terms is None:
+        terms = stage_terms(model, stage, block_size, in_flight, state_blocks, block_sizes)
     # Solved directly where it can be: c * (F * ceil(T / bs_full) + K) <= blocks, with F the full-attention
     # groups and K the blocks every other group holds once T is past the point where it stops growing (a
     # state group's fixed blocks; a window or chunk plus the in-flight tokens). Valid when the answer lies
     # past that point; otherwise (or without full attention) the binary search below decides.
-    full = 0
-    full_block = block_size
-    fixed = 0
-    saturation = 0
-    kinds = stage_kinds(model, stage)
-    for index, _, groups in stage.groups:
-        group = kinds[index]
-        size = block_sizes[index] if block_sizes else block_size
-        if group.kind == "full":
-            full += groups
-            full_block = size
-            continue
-        if group.kind == "sliding_window" and group.window is not None:
-            saturation = max(saturation, group.window - 1 + in_flight)
-        elif group.kind == "chunked_local" and group.window is not None:
-            saturation = max(saturation, group.window + in_flight)
-        fixed += groups * worst_case_blocks(group.kind, group.window, max(saturation, 1), size, in_flight, state_blocks)
+    full = sum(groups for groups, _ in terms.full)
+    full_block = terms.full[-1][1] if terms.full else block_size
+    saturation, fixed = terms.saturation, terms.saturated
     per_request = blocks // concurrency - fixed
     if full:
         if per_request < full and not saturation:
@@ -224,8 +215,12 @@ def _kv_limited_length(
             return min(upper, length)
     elif per_request >= 0:
         return upper
+    # Here a request of `saturation` tokens already needs more than its share (the blocks past that point are
+    # F * ceil(T / bs_full) + K, over it), so the answer lies below: search only up to there.
+    if saturation:
+        upper = min(upper, saturation)
     return max_length_for_blocks(
-        model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes
+        model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes, terms=terms
     )
 
 
@@ -450,17 +445,11 @@ def _compressed_kv_shape(inputs: PlanInputs, assumptions: list[Assumption]) -> _
     counts = tuple((i, group.num_layers, group.num_groups) for i, group in enumerate(packed.groups))
     stage = StageGroups(model.num_layers, 1, counts, kinds)
     per_token = compressed_bytes_per_token(packed)
-    caches = tuple(
-        ", ".join(f"{layers} {name} ({page:,} B)" for name, layers, page in group.caches) for group in packed.groups
-    )
+    caches, summary = group_descriptions(packed)
     assumptions.append(
         Assumption(
             "kv_cache_groups",
-            f"{packed.num_kv_cache_groups} groups sharing {packed.bytes_per_block:,}-byte blocks: "
-            + "; ".join(
-                f"{group.num_groups} x [{text}] block {group.block_size}"
-                for group, text in zip(packed.groups, caches, strict=True)
-            ),
+            summary,
             "vllm/v1/core/kv_cache_planning.py (_get_packed_kv_cache_groups, _get_kv_cache_bytes_per_block); "
             "vllm/models/deepseek_v4/attention.py, compressor.py; v1/attention/backends/mla/sparse_swa.py",
         )
@@ -732,10 +721,12 @@ def _context_table(
     upper = max(cap, blocks.capacity)
     stage, num_blocks = blocks.binding.groups, blocks.num_blocks
     setting_limit = LIMIT_MAX_MODEL_LEN if max_len < cap else LIMIT_MODEL_POSITIONS
+    assert inputs.block_size is not None
+    terms = stage_terms(inputs.model, stage, inputs.block_size, in_flight, state_blocks, block_sizes)
     rows = []
     for concurrency in concurrencies:
         kv_limited = _kv_limited_length(
-            inputs, stage, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
+            inputs, stage, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes, terms
         )
         length = min(kv_limited, max_len)
         if inputs.context_rounding == "pow2":
@@ -743,7 +734,7 @@ def _context_table(
         rows.append(
             ConcurrencyRow(concurrency, length, kv_limited, setting_limit if kv_limited >= max_len else LIMIT_KV_CACHE)
         )
-    longest = _kv_limited_length(inputs, stage, num_blocks, 1, in_flight, cap, state_blocks, block_sizes)
+    longest = _kv_limited_length(inputs, stage, num_blocks, 1, in_flight, cap, state_blocks, block_sizes, terms)
     return rows, longest
 
 
