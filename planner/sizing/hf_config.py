@@ -625,6 +625,12 @@ def model_spec_from_hf_config(
     if unsupported:
         raise SizingInputError(unsupported)
     if cfg.get("compress_ratios") is not None or cfg.get("compress_rates") is not None:
+        if hf_quant_config is not None:
+            # ModelOpt NVFP4 DeepSeek-V4 checkpoints (nvidia/DeepSeek-V4-*-NVFP4): their mixed expert and
+            # attention formats are not modelled; sizing them as bf16 would be silently wrong.
+            raise SizingInputError(
+                {"hf_quant_config": "DeepSeek-V4 with a ModelOpt hf_quant_config (NVFP4) is not sized yet"}
+            )
         return _compressed_attention_spec(
             cfg, name=name, num_params=num_params, num_active_params=num_active_params, hf_id=hf_id, slug=slug
         )
@@ -933,7 +939,9 @@ def _compressed_attention_spec(
         errors["expert_dtype"] = f"{expert_dtype!r}: vLLM 0.33 knows fp4 and fp8 (quant_config.py)"
     qc = cfg.get("quantization_config")
     quantization = None
-    if qc is not None:
+    if qc is None:
+        notes.append("no quantization_config: weights sized from torch_dtype")
+    else:
         method = qc.get("quant_method") if isinstance(qc, Mapping) else None
         if method not in ("fp8", "deepseek_v4_fp8") or not qc.get("weight_block_size") or qc.get("moe_quant_algo"):
             errors["quantization_config"] = (

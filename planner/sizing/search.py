@@ -148,6 +148,9 @@ def search_configurations(
     max_len = resolved.inputs.max_model_len
     assert max_len is not None
     model = inputs.model
+    if model.compressed_attention is not None:
+        # DeepSeek-V4 caches fp8_ds_mla under auto and fp8 alike: one candidate, not two of the same.
+        kv_dtypes = tuple(dict.fromkeys("auto" if kv_dtype == "fp8" else kv_dtype for kv_dtype in kv_dtypes))
     layer_tokens = _tokens_per_request_by_group(model, max_len)
     dtype = serving_dtype(model, inputs.weight_dtype) if inputs.weight_dtype in WEIGHT_DTYPES else model.dtype
     request_bytes: dict[tuple[int, str], int | None] = {}
