@@ -456,6 +456,14 @@ def _compressed_kv_shape(inputs: PlanInputs, assumptions: list[Assumption]) -> _
     )
     assumptions.append(
         Assumption(
+            "reported_block_size",
+            f"{min(group.block_size for group in packed.groups)}: vllm:cache_config_info's block_size after planning "
+            "(the smallest group's), not the 256-token block the plan counts",
+            "vllm/v1/engine/core.py (cache_config.block_size = min over KV cache groups)",
+        )
+    )
+    assumptions.append(
+        Assumption(
             "kv_cache_format",
             f"fp8_ds_mla: {FP8_DS_MLA_STATE_BYTES} bytes per latent state, pages padded to 576-byte multiples; "
             "fp32 compressor states",
