@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from planner.models import ModelProfile
 from planner.selectors import cached_model_spec
-from planner.sizing import ModelSpec, SizingInputError
+from planner.sizing import ModelSpec, SizingInputError, model_to_dict
 from planner.sizing.figures import kv_bytes_per_token
 
 
 def model_shape_from_spec(spec: ModelSpec) -> dict[str, Any]:
     # Every attention layer caches every token (vLLM allocates pages per layer, windows only free them later);
     # recurrent-state layers (hybrid models) hold a fixed state per request instead: the engine counts so.
-    shape = dataclasses.asdict(spec)
+    shape = model_to_dict(spec)
     shape["kv_bytes_per_token_bf16"] = kv_bytes_per_token(spec, "bfloat16")
     return shape
 

@@ -7,7 +7,12 @@ not described here. Sizes are bytes; floats the engine cannot give as a finite n
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from planner.sizing.layer_runs import layer_runs_json
 
 
 def _float(help_text: str = "", **kwargs: object) -> serializers.FloatField:
@@ -43,6 +48,24 @@ class StateSpecSerializer(serializers.Serializer):
     ssm_dtype = serializers.CharField(allow_null=True, help_text="null: the conv state's dtype.")
 
 
+class LayerRunSerializer(serializers.Serializer):
+    unit = serializers.ListField(child=serializers.IntegerField(), help_text="Group indexes of consecutive layers.")
+    repeat = serializers.IntegerField(min_value=1)
+
+
+@extend_schema_field(LayerRunSerializer(many=True))
+class LayerPatternField(serializers.Field):
+    """A ModelSpec's per-layer pattern written as runs (``planner.sizing.layer_runs``), as ``plan_to_dict`` does."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_only=True, **kwargs)
+
+    def to_representation(self, value: Any) -> list[dict[str, Any]]:
+        if value and isinstance(value[0], dict):  # already runs (a shape dict made by model_to_dict)
+            return list(value)
+        return layer_runs_json(tuple(value))
+
+
 class ModelSpecSerializer(serializers.Serializer):
     """The model as the engine read it."""
 
@@ -66,8 +89,11 @@ class ModelSpecSerializer(serializers.Serializer):
     is_moe = serializers.BooleanField()
     hf_id = serializers.CharField(allow_null=True)
     slug = serializers.CharField(allow_null=True)
-    layer_pattern = serializers.ListField(
-        child=serializers.IntegerField(), help_text="Per layer, the index of its group in layer_groups."
+    layer_pattern = LayerPatternField(
+        help_text=(
+            "The layers in order, as runs: each run is `unit` (indexes into layer_groups) repeated `repeat` "
+            "times; [{unit: [0, 1], repeat: 128}] is 256 layers alternating groups 0 and 1."
+        ),
     )
     tie_word_embeddings = serializers.BooleanField()
     num_expert_params = serializers.IntegerField()

@@ -21,6 +21,7 @@ from .plan import (
     MemoryBreakdown,
     Plan,
     context_curve,
+    model_to_dict,
     plan_to_dict,
 )
 from .search import Candidate, search_configurations
@@ -49,6 +50,7 @@ __all__ = [
     "context_curve",
     "custom_gpu",
     "model_spec_from_hf_config",
+    "model_to_dict",
     "plan_to_dict",
     "search_configurations",
     "step_time_seconds",

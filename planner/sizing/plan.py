@@ -32,6 +32,7 @@ from .kv_cache import (
     stage_terms,
     unified_block_sizes,
 )
+from .layer_runs import layer_runs_json
 from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
 from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
 from .speed import Estimates, SpeedModel, estimate
@@ -1035,16 +1036,25 @@ def _jsonable(value: Any) -> Any:
     # One walk instead of dataclasses.asdict (which deep-copies every element of a per-layer tuple) and then a
     # second pass: the answer is the same, at a fraction of the cost for deep models.
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: layer_runs_json(value.layer_pattern)
+            if f.name == "layer_pattern" and isinstance(value, ModelSpec)
+            else _jsonable(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+        }
     if isinstance(value, dict):
         return {key: _jsonable(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        if all(type(item) is int for item in value):  # layer patterns: nothing to convert inside
-            return list(value)
         return [_jsonable(item) for item in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def model_to_dict(model: ModelSpec) -> dict[str, Any]:
+    """The model as JSON-ready dicts and lists, as it appears inside ``plan_to_dict`` (layer pattern as runs)."""
+    answer: dict[str, Any] = _jsonable(model)
+    return answer
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:

@@ -422,3 +422,22 @@ def test_catalog_gpus_carry_their_price_source_and_date(anon, catalog) -> None:
     body = anon.get("/api/v1/gpus/h100-sxm/").json()
     assert (body["price_per_hour"], body["price_date"]) == (4.76, "2026-03-10")
     assert body["price_source"].startswith("https://deploybase.ai/articles/runpod-gpu-pricing")
+
+
+def test_a_deep_models_layer_pattern_is_answered_as_runs_not_per_layer(anon, catalog) -> None:
+    layers = 256
+    config = {
+        **SMALL_CONFIG,
+        "num_hidden_layers": layers,
+        "sliding_window": 1024,
+        "layer_types": ["sliding_attention" if i % 2 else "full_attention" for i in range(layers)],
+    }
+    response = anon.post(SEARCH, {"model_config": config, "concurrency": 8, "limit": 5}, format="json")
+
+    assert response.status_code == 200
+    patterns = [row["plan"]["inputs"]["model"]["layer_pattern"] for row in response.json()]
+    assert patterns and all(pattern == [{"unit": [0, 1], "repeat": 128}] for pattern in patterns)
+
+    sized = anon.post(SIZE, {"model_config": config, "gpu": "h100-sxm", "concurrency": 8}, format="json")
+    assert sized.status_code == 200
+    assert sized.json()["inputs"]["model"]["layer_pattern"] == [{"unit": [0, 1], "repeat": 128}]

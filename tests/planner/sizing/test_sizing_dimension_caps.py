@@ -89,6 +89,6 @@ def test_a_search_for_the_deepest_accepted_model_answers_in_bounded_size():
     inputs = PlanInputs(model=spec, gpu=custom_gpu(memory_gib=80.0), max_model_len=32768, concurrency=8)
     candidates = search_configurations(inputs, gpus=list(catalog_gpus().values()))
     body = json.dumps([plan_to_dict(candidate.plan) for candidate in candidates[:50]])
-    # Each plan carries the model's 256-entry layer pattern once (about 800 bytes as a JSON list of 0s and 1s).
+    # Each plan carries the model's layer pattern as runs: one run for 256 alternating layers, not 256 entries.
     assert len(body) < 50 * 20_000
-    assert plan_to_dict(candidates[0].plan)["inputs"]["model"]["layer_pattern"] == [0, 1] * 128
+    assert plan_to_dict(candidates[0].plan)["inputs"]["model"]["layer_pattern"] == [{"unit": [0, 1], "repeat": 128}]
