@@ -11,7 +11,12 @@ from .engine import EngineRules, engine_rules
 from .errors import SizingInputError
 from .hardware import GpuSpec
 from .kv_cache import WHAT_IF_KV_DTYPES
-from .memory import default_max_num_batched_tokens, default_max_num_seqs
+from .memory import (
+    LARGEST_TIER_BATCHED_TOKENS,
+    LARGEST_TIER_BYTES,
+    default_max_num_batched_tokens,
+    default_max_num_seqs,
+)
 from .model_spec import ModelSpec
 from .validation import as_choice, as_float, as_int
 
@@ -232,7 +237,17 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
         notes.append(("block_size", str(block_size), source))
     elif model.attention_kind == "MLA" and block_size != 64 and model.compressed_attention is None:
         warnings.append(f"MLA attention back-ends usually need block size 64; {block_size} may be overridden")
-    if batched is None:
+    if batched is None and model.compressed_attention is not None and gpu.memory_bytes >= LARGEST_TIER_BYTES:
+        # Only DeepSeek-V4 (sized for 0.33 alone) takes 0.33's top tier: the release that added it is unchecked.
+        batched = LARGEST_TIER_BATCHED_TOKENS
+        notes.append(
+            (
+                "max_num_batched_tokens",
+                str(batched),
+                "vLLM 0.33 EngineArgs.get_batch_defaults: 16384 on GPUs with >= 160 GiB (B200, B300)",
+            )
+        )
+    elif batched is None:
         batched = default_max_num_batched_tokens(gpu)
         notes.append(("max_num_batched_tokens", str(batched), f"{vllm_defaults}: 8192 on GPUs >= 70 GiB but A100"))
     if seqs is None:

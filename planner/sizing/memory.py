@@ -23,6 +23,11 @@ from .model_spec import ModelSpec
 # Default scheduler sizes (vLLM ``EngineArgs._set_default_args``, OpenAI server): GPUs with 70 GiB or
 # more, the A100 excepted, get 8192 batched tokens and 1024 sequences; others 2048 and 256.
 LARGE_GPU_BYTES = 70 * GIB
+# vLLM 0.33 adds a top tier (get_batch_defaults): GPUs with 160 GiB or more (B200, B300) get 16384 batched
+# tokens for the server too. Applied to DeepSeek-V4 only, the one model sized for 0.33 alone: the release that
+# brought the tier was not checked, so other models keep the rule their measured start-ups confirm.
+LARGEST_TIER_BYTES = 160 * GIB
+LARGEST_TIER_BATCHED_TOKENS = 16384
 
 # Weight bytes per parameter. Quantised formats keep embeddings and the LM head in 16 bits.
 INT4_BYTES_PER_PARAM = 0.5 + 2 / 128  # 4-bit weights plus an fp16 scale per group of 128

@@ -270,3 +270,15 @@ def test_advice_and_search_do_not_offer_fp8_as_a_change():
         PlanInputs(model=model, gpu=catalog_gpus()["h200"], concurrency=16, max_model_len=262_144)
     )
     assert found and {candidate.kv_cache_dtype for candidate in found} == {"auto"}
+
+
+def test_on_a_b200_vllm_0_33_batches_16384_tokens():
+    """vLLM 0.33 (engine/arg_utils.py, get_batch_defaults): GPUs with >= 160 GiB, as the B200, default to 16,384
+    batched tokens, so 32,768 in flight. Per request at 65,536: 256 + 2 x (cdiv(32,895, 64) + 1 = 515) +
+    (cdiv(32,775, 4) + 1 = 8,195) + (cdiv(32,895, 8) + 1 = 4,113) = 13,594 blocks; with 40 GiB (42,853 blocks)
+    int(42,853 / 13,594 x 65,536) = 206,592 tokens reported."""
+    result = plan(gpu="b200", tensor_parallel_size=4, max_model_len=65_536, kv_cache_memory_gib=40)
+    assert result.inputs.max_num_batched_tokens == 16_384
+    assert result.in_flight_tokens == 32_768
+    assert result.worst_case_blocks_per_request == 13_594
+    assert result.reported_kv_cache_tokens == 206_592
