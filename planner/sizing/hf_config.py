@@ -928,6 +928,10 @@ def _compressed_attention_spec(
         errors["head_dim"] = f"{head_dim}: vLLM 0.33's DeepSeek-V4 cache layout is built for a 512-wide latent"
     if rope_dim != ROPE_HEAD_DIM:
         errors["qk_rope_head_dim"] = f"{rope_dim}: vLLM 0.33's DeepSeek-V4 cache layout is built for 64 RoPE dims"
+    if ratios and INDEXER_RATIO not in ratios:
+        # The indexer's backend is what asks for the block-outermost layout the packing follows
+        # (v1/attention/backends/mla/indexer.py, supported_kv_cache_layouts); without it vLLM plans otherwise.
+        errors["compress_ratios"] = "no ratio-4 (indexed) layer: that cache layout is not modelled"
     if INDEXER_RATIO in ratios and index_dim != 128:
         errors["index_head_dim"] = f"{index_dim or None}: the DeepSeek-V4 indexer's compressor takes 128 only"
     if INDEXER_RATIO in ratios and not index_heads:

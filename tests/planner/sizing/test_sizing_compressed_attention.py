@@ -221,6 +221,7 @@ def test_gpus_without_flashmla_are_a_400_naming_the_gpu(gpu):
     ("change", "field"),
     [
         ({"compress_ratios": [0, 0, 16] + [4] * 41}, "compress_ratios"),
+        ({"compress_ratios": [0, 0] + [128] * 42}, "compress_ratios"),  # no indexer: another layout
         ({"head_dim": 576}, "head_dim"),
         ({"index_head_dim": 64}, "index_head_dim"),
         ({"expert_dtype": "fp6"}, "expert_dtype"),
