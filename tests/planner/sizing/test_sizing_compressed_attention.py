@@ -241,16 +241,19 @@ def test_a_modelopt_nvfp4_checkpoint_is_a_400_naming_hf_quant_config():
     assert "hf_quant_config" in error.value.errors
 
 
-def test_v4_pro_shape_packs_into_five_groups_too():
+def test_v4_pro_packs_into_five_groups_too():
     """DeepSeek-V4-Pro's layout (nvidia/DeepSeek-V4-Pro-NVFP4's config.json, in aiconfigurator's
-    model_configs, commit 7b35965): 61 layers, ratios 128, 128, then 4 and 128 alternating (30 at 4, 31 at 128,
+    model_configs, commit 7b35965; data/hf_configs): 61 layers, ratios 128, 128, then 4 and 128 alternating (30 at
+    4, 31 at 128,
     no window-only layer). Balanced buckets: sliding latents 61, window-8 states 30 + 30 (floor 30), C128
     states 31; _approximate_gcd from 30: 31 pads 1 + 1 + 0 = 2 (30 pads 29 + 0 + 29): the sliding latents
     split in cdiv(61, 31) = 2. Widest group: the MLA one, 30 x 37,440 + 31 x 1,728 + 30 x 8,640 = 1,123,200 +
     53,568 + 259,200 = 1,435,968 bytes a block (window-8 states 1,244,160; sliding 31 x 37,440 = 1,160,640)."""
-    ratios = [128, 128] + [4, 128] * 29 + [4, 0]
-    config = {**v4_config(), "num_hidden_layers": 61, "compress_ratios": ratios}
-    packed = packed_cache(model_spec_from_hf_config(config).compressed_attention)
+    config = json.loads((CONFIG.parent / "nvidia--DeepSeek-V4-Pro-NVFP4.json").read_text(encoding="utf-8"))
+    model = model_spec_from_hf_config(config)
+    assert model.compressed_attention is not None
+    assert model.compressed_attention.compress_ratios == (128, 128) + (4, 128) * 29 + (4,)
+    packed = packed_cache(model.compressed_attention)
     assert packed.repeats_per_group == 31
     assert packed.num_kv_cache_groups == 5
     assert packed.bytes_per_block == 1_435_968
