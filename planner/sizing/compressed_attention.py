@@ -34,7 +34,6 @@ Read from vLLM 0.33.0's source (paths inside the ``vllm`` package):
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,6 +50,11 @@ COMPRESSOR_BLOCK_SIZES = {4: 4, 128: 8}
 INDEXER_RATIO = 4
 STATE_DTYPE_BYTES = 4  # float32 compressor state
 INDEXER_QUANT_BLOCK = 128  # one float32 scale per 128 fp8 index-key values
+# The lcm of the layers' block-stride alignments, which a block-outermost block rounds up to: 1. The sparse-MLA
+# and indexer layers get MultipleOf(256) (v1/worker/utils.py, customize_attention_spec: their only kernel block),
+# which is no constraint when the block is 256 tokens (KVCacheSpec.get_block_stride_alignment); the sliding and
+# compressor-state layers declare none.
+BLOCK_STRIDE_ALIGNMENT = 1
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,6 @@ class CompressedAttention:
     index_topk: int = 0
     # Output-projection groups: each tensor-parallel rank takes o_groups / tp of them (attention.py, wo_a).
     o_groups: int = 1
-
-    @property
-    def num_compressed_layers(self) -> int:
-        return sum(1 for ratio in self.compress_ratios if ratio > 1)
 
 
 @dataclass(frozen=True)
@@ -292,9 +292,7 @@ def pack_caches(kinds: tuple[CacheLayerKind, ...]) -> PackedCache:
                 group_bytes=group_bytes,
             )
         )
-    # Every alignment is 1: the sparse-MLA and indexer layers' MultipleOf(256) stride alignment equals their
-    # 256-token block (KVCacheSpec.get_block_stride_alignment), the others declare none; lcm(1, ...) = 1.
-    bytes_per_block = _round_up(max(group.group_bytes for group in groups), math.lcm(1))
+    bytes_per_block = _round_up(max(group.group_bytes for group in groups), BLOCK_STRIDE_ALIGNMENT)
     return PackedCache(tuple(kinds), tuple(groups), bytes_per_block, repeats)
 
 
