@@ -625,6 +625,15 @@ def model_spec_from_hf_config(
     if unsupported:
         raise SizingInputError(unsupported)
     if cfg.get("compress_ratios") is not None or cfg.get("compress_rates") is not None:
+        architectures = cfg.get("architectures")
+        if model_type != "deepseek_v4" or architectures not in (None, ["DeepseekV4ForCausalLM"]):
+            # DeepSeek-V4.1 (deepseek_v41, vllm/models/deepseek_v41/) and the vision wrapper cache otherwise.
+            raise SizingInputError(
+                {
+                    "model_type": f"{raw_type!r} ({architectures!r}): compressed attention is sized for DeepSeek-V4 "
+                    "(model_type deepseek_v4, DeepseekV4ForCausalLM) only"
+                }
+            )
         if hf_quant_config is not None:
             # ModelOpt NVFP4 DeepSeek-V4 checkpoints (nvidia/DeepSeek-V4-*-NVFP4): their mixed expert and
             # attention formats are not modelled; sizing them as bf16 would be silently wrong.

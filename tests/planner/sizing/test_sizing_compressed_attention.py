@@ -226,6 +226,7 @@ def test_gpus_without_flashmla_are_a_400_naming_the_gpu(gpu):
         ({"index_head_dim": 64}, "index_head_dim"),
         ({"expert_dtype": "fp6"}, "expert_dtype"),
         ({"vision_n_layers": 24}, "vision_n_layers"),
+        ({"model_type": "deepseek_v41", "architectures": ["DeepseekV41ForCausalLM"]}, "model_type"),
     ],
 )
 def test_config_variants_not_sized_exactly_name_the_field(change, field):
