@@ -184,9 +184,10 @@ def _sla_point(plan: Plan, *, name: str = "SLA", color: str | None = None) -> di
 
 def attention_variants(model: ModelSpec) -> list[tuple[str, ModelSpec]]:
     """MHA, GQA and MLA counterparts of ``model`` (its own kind labelled), same layers and layer kinds."""
-    own = model.attention_kind
-    mha_head = MHA_HEAD_SIZE_FOR_MLA_MODELS if own == "MLA" else model.head_size
-    common = {"kv_lora_rank": None, "qk_rope_head_dim": None, "head_size": mha_head}
+    # DeepSeek-V4's own caches are its compressed ones; its counterparts cache plain per-layer KV.
+    own = "Compressed" if model.compressed_attention is not None else model.attention_kind
+    mha_head = MHA_HEAD_SIZE_FOR_MLA_MODELS if model.attention_kind == "MLA" else model.head_size
+    common = {"kv_lora_rank": None, "qk_rope_head_dim": None, "head_size": mha_head, "compressed_attention": None}
     heads = model.num_attention_heads
     if own == "GQA":
         gqa_heads = model.num_kv_heads
@@ -208,11 +209,14 @@ def attention_variants(model: ModelSpec) -> list[tuple[str, ModelSpec]]:
                 head_size=sum(MLA_LATENT),
                 kv_lora_rank=MLA_LATENT[0],
                 qk_rope_head_dim=MLA_LATENT[1],
+                compressed_attention=None,
             ),
         ),
     ]
     if own == "MQA":
         variants.insert(2, ("MQA", model))
+    if own == "Compressed":
+        variants.append(("Compressed (DeepSeek-V4, fp8_ds_mla)", model))
     return [(f"{label} (own)" if label.split(" ")[0] == own else label, spec) for label, spec in variants]
 
 

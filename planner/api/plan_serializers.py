@@ -48,6 +48,20 @@ class StateSpecSerializer(serializers.Serializer):
     ssm_dtype = serializers.CharField(allow_null=True, help_text="null: the conv state's dtype.")
 
 
+class CompressedAttentionSerializer(serializers.Serializer):
+    """DeepSeek-V4's compressed attention as the engine read it (planner/sizing/compressed_attention.py)."""
+
+    compress_ratios = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Per decoder layer: tokens per compressed state (4 with an indexer, 128), 1 for window-only layers.",
+    )
+    sliding_window = serializers.IntegerField()
+    index_head_dim = serializers.IntegerField()
+    index_n_heads = serializers.IntegerField()
+    index_topk = serializers.IntegerField()
+    o_groups = serializers.IntegerField(help_text="Output-projection groups: tensor parallelism must divide them.")
+
+
 class LayerRunSerializer(serializers.Serializer):
     unit = serializers.ListField(child=serializers.IntegerField(), help_text="Group indexes of consecutive layers.")
     repeat = serializers.IntegerField(min_value=1)
@@ -109,6 +123,9 @@ class ModelSpecSerializer(serializers.Serializer):
     )
     unquantized_params = serializers.IntegerField(
         help_text="Parameters a quantised checkpoint keeps in 16 bits besides embeddings and LM head."
+    )
+    compressed_attention = CompressedAttentionSerializer(
+        allow_null=True, help_text="DeepSeek-V4's caches (compress ratios, window, indexer); null for other models."
     )
 
 
@@ -217,6 +234,8 @@ class KvCacheGroupSerializer(serializers.Serializer):
     num_layers = serializers.IntegerField()
     num_groups = serializers.IntegerField()
     worst_case_blocks = serializers.IntegerField()
+    block_size = serializers.IntegerField(help_text="Tokens per block of this group (page unification, DeepSeek-V4).")
+    caches = serializers.CharField(help_text="What the group's layer slots hold, where not one attention kind.")
 
 
 class PlanSerializer(serializers.Serializer):

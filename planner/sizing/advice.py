@@ -95,7 +95,10 @@ def advise(
             if alternative.meets_sla:
                 break
 
-    if inputs.kv_cache_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4"):
+    # DeepSeek-V4's cache is fp8_ds_mla under auto already: fp8 would change nothing.
+    if inputs.kv_cache_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2", "int8", "int4") and not (
+        model.compressed_attention is not None
+    ):
         alternative = replan(dataclasses.replace(inputs, kv_cache_dtype="fp8"))
         if alternative is not None:
             message = (

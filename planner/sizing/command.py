@@ -48,6 +48,6 @@ def vllm_command(inputs: PlanInputs, *, data_parallel_size: int = 1) -> str:
         parts.append(f"--speculative-config {shlex.quote(json.dumps(speculative))}")
     if inputs.weight_dtype in ("bfloat16", "float16", "float32"):
         parts.append(f"--dtype {inputs.weight_dtype}")
-    elif inputs.weight_dtype == "fp8" and model.quantization not in ("fp8", "fp8_block"):
+    elif inputs.weight_dtype == "fp8" and model.quantization not in ("fp8", "fp8_block", "fp8_block_mxfp4"):
         parts.append("--quantization fp8")  # online FP8 weight quantisation of a 16-bit checkpoint
     return " ".join(parts)

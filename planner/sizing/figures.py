@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import compressed_attention
 from .kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes, pipeline_stages, request_blocks, stage_groups
 
 if TYPE_CHECKING:
@@ -27,7 +28,10 @@ def spare_kv_bytes_per_gpu(plan: Plan) -> float:
 
 def kv_bytes_per_token(model: ModelSpec, kv_cache_dtype: str = "bfloat16", tensor_parallel_size: int = 1) -> int:
     """Every attention layer's KV for one token on one rank (vLLM allocates a page per layer; windows free them
-    later). Recurrent-state layers of hybrid models hold a fixed state per request instead, not per token."""
+    later). Recurrent-state layers of hybrid models hold a fixed state per request instead, not per token.
+    DeepSeek-V4: the compressed latents and indexer keys per token (fp8_ds_mla whatever the dtype asked)."""
+    if model.compressed_attention is not None:
+        return compressed_attention.bytes_per_token(compressed_attention.packed_cache(model.compressed_attention))
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
     return model.num_attention_layers * kv_bytes_per_token_per_layer(model, tensor_parallel_size, element)
 
@@ -39,6 +43,10 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
     parallelism, the block size and the tokens in flight.
     """
     inputs = plan.inputs
+    if model.compressed_attention is not None:
+        packed = compressed_attention.packed_cache(model.compressed_attention)
+        blocks = compressed_attention.request_blocks(packed, context_tokens, plan.in_flight_tokens)
+        return packed.bytes_per_block * blocks
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
     per_layer = kv_bytes_per_token_per_layer(model, inputs.tensor_parallel_size, element)
     worst = 0

@@ -12,9 +12,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .compressed_attention import COMPRESSOR_BLOCK_SIZES, HEAD_DIM, INDEXER_RATIO, ROPE_HEAD_DIM, CompressedAttention
 from .errors import SizingInputError
 from .model_spec import LayerGroup, ModelSpec, StateSpec
-from .params import MlaShape, MoeShape, ParamCount, estimate_params, state_mixer_params, tower_params
+from .params import (
+    MlaShape,
+    MoeShape,
+    ParamCount,
+    compressed_attention_params,
+    estimate_params,
+    state_mixer_params,
+    tower_params,
+)
 from .validation import MAX_LAYERS, as_int
 
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -277,11 +286,6 @@ _STATE_SIGNALS = (
 
 def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
     """Architectures whose caches the engine does not model yet: a 400 naming the field, never a plan."""
-    if cfg.get("compress_ratios") is not None:
-        return {
-            "compress_ratios": "DeepSeek-V4's compressed attention (sliding, compressed and compressor-state caches) "
-            "is not supported yet"
-        }
     if cfg.get("block_configs") is not None:
         # Nemotron-NAS (DeciLM): per-layer block configs, some layers without attention or with other widths.
         return {"block_configs": "per-layer block configs (Nemotron-NAS / DeciLM) are not supported yet"}
@@ -620,6 +624,25 @@ def model_spec_from_hf_config(
     unsupported = _unsupported(cfg, model_type)
     if unsupported:
         raise SizingInputError(unsupported)
+    if cfg.get("compress_ratios") is not None or cfg.get("compress_rates") is not None:
+        architectures = cfg.get("architectures")
+        if model_type != "deepseek_v4" or architectures not in (None, ["DeepseekV4ForCausalLM"]):
+            # DeepSeek-V4.1 (deepseek_v41, vllm/models/deepseek_v41/) and the vision wrapper cache otherwise.
+            raise SizingInputError(
+                {
+                    "model_type": f"{raw_type!r} ({architectures!r}): compressed attention is sized for DeepSeek-V4 "
+                    "(model_type deepseek_v4, DeepseekV4ForCausalLM) only"
+                }
+            )
+        if hf_quant_config is not None:
+            # ModelOpt NVFP4 DeepSeek-V4 checkpoints (nvidia/DeepSeek-V4-*-NVFP4): their mixed expert and
+            # attention formats are not modelled; sizing them as bf16 would be silently wrong.
+            raise SizingInputError(
+                {"hf_quant_config": "DeepSeek-V4 with a ModelOpt hf_quant_config (NVFP4) is not sized yet"}
+            )
+        return _compressed_attention_spec(
+            cfg, name=name, num_params=num_params, num_active_params=num_active_params, hf_id=hf_id, slug=slug
+        )
 
     if _lookup(cfg, "num_hidden_layers")[1] is None and isinstance(cfg.get("layers_block_type"), list):
         # Nemotron-H configs that list the layers (layers_block_type) may leave the count out (Nemotron 3 Ultra).
@@ -834,4 +857,201 @@ def model_spec_from_hf_config(
         state=state,
         num_mtp_layers=mtp_layers,
         indexer_bytes_per_token=indexer_bytes,
+    )
+
+
+def _compress_ratios(cfg: Mapping[str, Any], errors: dict[str, str], num_layers: int, mtp: int) -> tuple[int, ...]:
+    """Per decoder layer, as vLLM reads them (``transformers_utils/deepseek_v4_utils.py``,
+    ``get_compress_ratios``): the config's ``compress_ratios`` (MTP layers' entries after the decoder's), or
+    ``compress_rates`` by ``layer_types`` (upstream DeepseekV4Config). 0 means a sliding-window-only layer,
+    kept as 1 (``attention.py``: ``max(1, ratio)``); vLLM has compressors for 4 and 128 only."""
+    raw: Any = cfg.get("compress_ratios")
+    if raw is None:
+        rates, types = cfg.get("compress_rates"), cfg.get("layer_types")
+        if not isinstance(rates, Mapping) or not isinstance(types, list):
+            errors["compress_rates"] = "needs layer_types, a list of each layer's type, to say which layer has which"
+            return ()
+        raw = [rates.get(kind, 0) if isinstance(kind, str) else None for kind in types]
+    if not isinstance(raw, list) or len(raw) not in (num_layers, num_layers + mtp):
+        errors["compress_ratios"] = f"must list {num_layers} decoder layers (and {mtp} MTP layers after them)"
+        return ()
+    ratios = []
+    for value in raw[:num_layers]:
+        if value in (0, 1) and not isinstance(value, bool):
+            ratios.append(1)
+        elif value in COMPRESSOR_BLOCK_SIZES and not isinstance(value, bool):
+            ratios.append(int(value))
+        else:
+            errors["compress_ratios"] = (
+                f"{value!r}: vLLM 0.33's DeepSeek-V4 compressors exist for ratios 4 and 128 (0: sliding window only)"
+            )
+            return ()
+    return tuple(ratios)
+
+
+def _compressed_attention_spec(
+    cfg: Mapping[str, Any],
+    *,
+    name: str,
+    num_params: int | None,
+    num_active_params: int | None,
+    hf_id: str | None,
+    slug: str | None,
+) -> ModelSpec:
+    """DeepSeek-V4 (``vllm/models/deepseek_v4/``): MLA-like attention with one 512-wide latent head whose caches
+    are the compressed-attention ones (compressed_attention.py). Fields vLLM reads without a default are
+    required; settings its code does not size the same way are refused, naming the field and value."""
+    errors: dict[str, str] = {}
+    notes: list[str] = []
+    layers = _required_int(cfg, errors, "num_hidden_layers")
+    heads = _required_int(cfg, errors, "num_attention_heads")
+    hidden = _required_int(cfg, errors, "hidden_size")
+    max_pos = _required_int(cfg, errors, "max_position_embeddings")
+    vocab = _required_int(cfg, errors, "vocab_size")
+    window = _required_int(cfg, errors, "sliding_window")
+    head_dim = _required_int(cfg, errors, "head_dim")
+    rope_dim = _required_int(cfg, errors, "qk_rope_head_dim")
+    q_lora = _required_int(cfg, errors, "q_lora_rank")
+    o_lora = _required_int(cfg, errors, "o_lora_rank")
+    o_groups = _required_int(cfg, errors, "o_groups")
+    experts = _required_int(cfg, errors, "n_routed_experts")
+    top_k = _required_int(cfg, errors, "num_experts_per_tok")
+    expert_inter = _required_int(cfg, errors, "moe_intermediate_size")
+    shared = _optional_int(cfg, errors, "n_shared_experts", minimum=0, maximum=_LIMITS["experts"]) or 0
+    mtp = _optional_int(cfg, errors, "num_nextn_predict_layers", minimum=0, maximum=1000) or 0
+    hc_mult = _optional_int(cfg, errors, "hc_mult", maximum=64) or 1
+    index_dim = _optional_int(cfg, errors, "index_head_dim", maximum=_LIMITS["head_dim"]) or 0
+    index_heads = _optional_int(cfg, errors, "index_n_heads", maximum=_LIMITS["num_attention_heads"]) or 0
+    index_topk = _optional_int(cfg, errors, "index_topk", maximum=2**24) or 0
+    dtype = _model_dtype(cfg, errors, notes)
+    tie = bool(_optional_bool(cfg, errors, "tie_word_embeddings"))
+    if errors:
+        raise SizingInputError(errors)
+    assert layers is not None and heads is not None and hidden is not None and max_pos is not None
+    assert vocab is not None and window is not None and head_dim is not None and rope_dim is not None
+    assert q_lora is not None and o_lora is not None and o_groups is not None
+    assert experts is not None and top_k is not None and expert_inter is not None
+    ratios = _compress_ratios(cfg, errors, layers, mtp)
+    # vLLM 0.33 hard-codes a 584-byte fp8_ds_mla state (448 NoPE + 64 bf16 RoPE + 8 scale bytes) for these.
+    if head_dim != HEAD_DIM:
+        errors["head_dim"] = f"{head_dim}: vLLM 0.33's DeepSeek-V4 cache layout is built for a 512-wide latent"
+    if rope_dim != ROPE_HEAD_DIM:
+        errors["qk_rope_head_dim"] = f"{rope_dim}: vLLM 0.33's DeepSeek-V4 cache layout is built for 64 RoPE dims"
+    if ratios and INDEXER_RATIO not in ratios:
+        # The indexer's backend is what asks for the block-outermost layout the packing follows
+        # (v1/attention/backends/mla/indexer.py, supported_kv_cache_layouts); without it vLLM plans otherwise.
+        errors["compress_ratios"] = "no ratio-4 (indexed) layer: that cache layout is not modelled"
+    if INDEXER_RATIO in ratios and index_dim != 128:
+        errors["index_head_dim"] = f"{index_dim or None}: the DeepSeek-V4 indexer's compressor takes 128 only"
+    if INDEXER_RATIO in ratios and not index_heads:
+        errors["index_n_heads"] = "required by the ratio-4 layers' indexer"
+    if (cfg.get("vision_n_layers") or 0) > 0:
+        errors["vision_n_layers"] = f"{cfg.get('vision_n_layers')!r}: DeepSeek-V4's vision variant is not modelled"
+    expert_dtype = cfg.get("expert_dtype", "fp4")
+    if expert_dtype not in ("fp4", "fp8"):
+        errors["expert_dtype"] = f"{expert_dtype!r}: vLLM 0.33 knows fp4 and fp8 (quant_config.py)"
+    qc = cfg.get("quantization_config")
+    quantization = None
+    if qc is None:
+        notes.append("no quantization_config: weights sized from torch_dtype")
+    else:
+        method = qc.get("quant_method") if isinstance(qc, Mapping) else None
+        if method not in ("fp8", "deepseek_v4_fp8") or not qc.get("weight_block_size") or qc.get("moe_quant_algo"):
+            errors["quantization_config"] = (
+                f"{method!r}: DeepSeek-V4 checkpoints are sized as FP8 128x128 blocks with fp4 or fp8 experts"
+            )
+        else:
+            quantization = "fp8_block_mxfp4" if expert_dtype == "fp4" else "fp8_block"
+    if errors:
+        raise SizingInputError(errors)
+    attention = CompressedAttention(
+        compress_ratios=ratios,
+        sliding_window=window,
+        index_head_dim=index_dim,
+        index_n_heads=index_heads,
+        index_topk=index_topk,
+        o_groups=o_groups,
+    )
+    count = compressed_attention_params(
+        compress_ratios=ratios,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        head_dim=head_dim,
+        q_lora_rank=q_lora,
+        o_lora_rank=o_lora,
+        o_groups=o_groups,
+        index_head_dim=index_dim,
+        index_n_heads=index_heads,
+        vocab_size=vocab,
+        num_experts=experts,
+        experts_per_token=top_k,
+        expert_intermediate_size=expert_inter,
+        num_shared_experts=shared,
+        hc_mult=hc_mult,
+        tie_word_embeddings=tie,
+    )
+    # Built without a quant config, so 16-bit in an FP8 checkpoint: the compressors' fused_wkv_wgate and the
+    # indexer's weights_proj (attention.py, compressor.py).
+    unquantized = sum(
+        hidden * 2 * (2 if ratio == INDEXER_RATIO else 1) * head_dim
+        + (hidden * 2 * 2 * index_dim + hidden * index_heads if ratio == INDEXER_RATIO else 0)
+        for ratio in ratios
+        if ratio > 1
+    )
+    given: dict[str, str] = {}
+    if num_params is not None:
+        as_int(given, "num_params", num_params, maximum=10**15)
+    if num_active_params is not None:
+        as_int(given, "num_active_params", num_active_params, maximum=10**15)
+    if given:
+        raise SizingInputError(given)
+    if num_params is None:
+        notes.append(f"parameter count estimated from the config's shapes: {count.total / 1e9:.3f}B")
+    total = int(num_params) if num_params is not None else count.total
+    active = int(num_active_params) if num_active_params is not None else min(total, count.active)
+    scale = total / count.total if count.total else 1.0
+    swa_only = sum(1 for ratio in ratios if ratio == 1)
+    groups = tuple(
+        group
+        for group in (LayerGroup("sliding_window", swa_only, window), LayerGroup("full", layers - swa_only))
+        if group.num_layers
+    )
+    kinds = [("sliding_window", window) if ratio == 1 else ("full", None) for ratio in ratios]
+    order = [(group.kind, group.window) for group in groups]
+    notes.append(
+        f"DeepSeek-V4 compressed attention: {swa_only} sliding-window-only layers (window {window}), "
+        + ", ".join(f"{ratios.count(r)} at ratio {r}" for r in sorted(set(ratios)) if r > 1)
+        + "; caches per vllm/models/deepseek_v4/attention.py"
+    )
+    return ModelSpec(
+        name=name or (hf_id or "DeepSeek-V4"),
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_kv_heads=1,
+        head_size=head_dim,
+        hidden_size=hidden,
+        attention_kind="MLA",
+        layer_groups=groups,
+        dtype=dtype,
+        num_params=total,
+        num_active_params=active,
+        params_estimated=num_params is None,
+        max_position_embeddings=max_pos,
+        vocab_size=vocab,
+        intermediate_size=0,
+        qk_rope_head_dim=rope_dim,
+        is_moe=True,
+        hf_id=hf_id,
+        slug=slug,
+        layer_pattern=tuple(order.index(kind) for kind in kinds),
+        tie_word_embeddings=tie,
+        num_expert_params=round(count.routed_experts * scale),
+        num_experts=experts,
+        num_experts_per_tok=top_k,
+        expert_intermediate_size=expert_inter,
+        quantization=quantization,
+        notes=tuple(notes),
+        num_mtp_layers=mtp,
+        unquantized_params=round(unquantized * scale),
+        compressed_attention=attention,
     )

@@ -5,11 +5,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .compressed_attention import BLOCK_SIZE as COMPRESSED_BLOCK_SIZE
+from .compressed_attention import input_errors as compressed_attention_errors
 from .engine import EngineRules, engine_rules
 from .errors import SizingInputError
 from .hardware import GpuSpec
 from .kv_cache import WHAT_IF_KV_DTYPES
-from .memory import default_max_num_batched_tokens, default_max_num_seqs
+from .memory import (
+    LARGEST_TIER_BATCHED_TOKENS,
+    LARGEST_TIER_BYTES,
+    default_max_num_batched_tokens,
+    default_max_num_seqs,
+)
 from .model_spec import ModelSpec
 from .validation import as_choice, as_float, as_int
 
@@ -170,6 +177,21 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
     assert tp is not None and pp is not None and rules is not None and concurrency is not None
 
     _check_model_parallel(model, tp, pp, errors)
+    if model.compressed_attention is not None:
+        assert speculative is not None
+        errors.update(
+            compressed_attention_errors(
+                model.compressed_attention,
+                gpu_name=gpu.name,
+                gpu_slug=gpu.slug,
+                kv_cache_dtype=inputs.kv_cache_dtype,
+                block_size=block_size,
+                tensor_parallel_size=tp,
+                pipeline_parallel_size=pp,
+                num_speculative_tokens=speculative,
+                engine_version=rules.version,
+            )
+        )
     if gpu_count is not None and gpu_count % (tp * pp):
         errors["gpu_count"] = f"must be a multiple of tensor_parallel_size x pipeline_parallel_size ({tp * pp})"
     if max_len is not None and max_len > model.max_position_embeddings:
@@ -199,13 +221,33 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
         notes.append(
             ("gpu_memory_utilization", f"{utilization:g}", f"vLLM default for engine {rules.label} (CacheConfig)")
         )
-    if block_size is None:
+    if block_size is None and model.compressed_attention is not None:
+        block_size = COMPRESSED_BLOCK_SIZE
+        notes.append(
+            (
+                "block_size",
+                str(block_size),
+                "DeepSeek-V4's sparse-MLA and indexer back-ends take 256 only "
+                "(vllm/platforms/interface.py, _preferred_block_size_for_backends)",
+            )
+        )
+    elif block_size is None:
         block_size = 64 if model.attention_kind == "MLA" else 16
         source = "MLA back-ends force 64 (FlashMLA)" if model.attention_kind == "MLA" else "vLLM CacheConfig default"
         notes.append(("block_size", str(block_size), source))
-    elif model.attention_kind == "MLA" and block_size != 64:
+    elif model.attention_kind == "MLA" and block_size != 64 and model.compressed_attention is None:
         warnings.append(f"MLA attention back-ends usually need block size 64; {block_size} may be overridden")
-    if batched is None:
+    if batched is None and model.compressed_attention is not None and gpu.memory_bytes >= LARGEST_TIER_BYTES:
+        # Only DeepSeek-V4 (sized for 0.33 alone) takes 0.33's top tier: the release that added it is unchecked.
+        batched = LARGEST_TIER_BATCHED_TOKENS
+        notes.append(
+            (
+                "max_num_batched_tokens",
+                str(batched),
+                "vLLM 0.33 EngineArgs.get_batch_defaults: 16384 on GPUs with >= 160 GiB (B200, B300)",
+            )
+        )
+    elif batched is None:
         batched = default_max_num_batched_tokens(gpu)
         notes.append(("max_num_batched_tokens", str(batched), f"{vllm_defaults}: 8192 on GPUs >= 70 GiB but A100"))
     if seqs is None:

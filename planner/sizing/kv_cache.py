@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
 
@@ -113,6 +114,14 @@ class StageGroups:
     num_layers: int
     group_size: int
     groups: tuple[tuple[int, int, int], ...]  # (layer group index, layers of that kind, kv cache groups)
+    # The kinds ``groups`` index, when they are not the model's layer groups: DeepSeek-V4's KV cache groups hold
+    # caches (compressed latents, compressor states) rather than decoder layers (compressed_attention.py).
+    kinds: tuple[LayerGroup, ...] = ()
+
+
+def stage_kinds(model: ModelSpec, stage: StageGroups) -> tuple[LayerGroup, ...]:
+    """What the stage's group indices refer to: its own kinds, else the model's layer groups."""
+    return stage.kinds or model.layer_groups
 
 
 def stage_groups(model: ModelSpec, layers: range, *, extra_full_layers: int = 0) -> StageGroups:
@@ -170,11 +179,73 @@ def request_blocks(
 
     ``block_sizes``: per layer group, when page unification gave groups different block sizes."""
     total = 0
+    kinds = stage_kinds(model, stage)
     for index, _count, num_groups in stage.groups:
-        group = model.layer_groups[index]
+        group = kinds[index]
         size = block_sizes[index] if block_sizes else block_size
         total += num_groups * worst_case_blocks(group.kind, group.window, length, size, in_flight, state_blocks)
     return total
+
+
+class Terms(NamedTuple):
+    """A stage's worst case as terms (``stage_terms``), with what every length search of it needs."""
+
+    fixed: int  # the state groups' blocks, whatever the length
+    full: tuple[tuple[int, int], ...]  # (groups, block size) of groups that grow with the length
+    capped: tuple[tuple[int, int, int, int], ...]  # (groups, tokens held at most, block size, extra block)
+    saturation: int  # the length past which only the full groups grow (0: none is capped)
+    saturated: int  # blocks of the state and capped groups once past it
+    base: int  # below every cap: fixed + the capped groups' extra blocks
+    rate: float  # ... and blocks per token, at least (sum of groups / block size)
+    slack: int  # ... give or take one block per group
+
+
+def _terms(
+    kinds: tuple[LayerGroup, ...],
+    groups: tuple[tuple[int, int, int], ...],
+    block_size: int,
+    in_flight: int,
+    state_blocks: int,
+    block_sizes: tuple[int, ...],
+) -> Terms:
+    fixed = 0
+    full: list[tuple[int, int]] = []  # (groups, block size)
+    capped: list[tuple[int, int, int, int]] = []  # (groups, tokens held at most, block size, extra block)
+    for index, _count, num_groups in groups:
+        group = kinds[index]
+        size = block_sizes[index] if block_sizes else block_size
+        if group.kind == "state":
+            fixed += num_groups * state_blocks
+        elif group.kind == "full" or group.window is None:
+            full.append((num_groups, size))
+        elif group.kind == "sliding_window":
+            capped.append((num_groups, group.window - 1 + in_flight, size, 1))
+        else:  # chunked_local
+            capped.append((num_groups, group.window + in_flight, size, 0))
+    return Terms(
+        fixed=fixed,
+        full=tuple(full),
+        capped=tuple(capped),
+        saturation=max((cap for _, cap, _, _ in capped), default=0),
+        saturated=fixed + sum(groups * (-(-cap // size) + extra) for groups, cap, size, extra in capped),
+        base=fixed + sum(groups * extra for groups, _, _, extra in capped),
+        rate=sum(groups / size for groups, size in full) + sum(groups / size for groups, _, size, _ in capped),
+        slack=sum(groups for groups, _ in full) + sum(groups for groups, _, _, _ in capped),
+    )
+
+
+def stage_terms(
+    model: ModelSpec,
+    stage: StageGroups,
+    block_size: int,
+    in_flight: int,
+    state_blocks: int = 1,
+    block_sizes: tuple[int, ...] = (),
+) -> Terms:
+    """``worst_case_blocks`` of every group of the stage, as terms: the state groups' fixed blocks, the full
+    groups' (groups, block size) and the capped groups' (groups, tokens held at most, block size, the sliding
+    window's extra block). Worked out once per stage by callers that ask many lengths of it."""
+    return _terms(stage_kinds(model, stage), stage.groups, block_size, in_flight, state_blocks, block_sizes)
 
 
 def max_length_for_blocks(
@@ -187,15 +258,41 @@ def max_length_for_blocks(
     upper: int,
     state_blocks: int = 1,
     block_sizes: tuple[int, ...] = (),
+    *,
+    terms: Terms | None = None,
 ) -> int:
-    """Largest length <= ``upper`` whose worst case times ``concurrency`` fits (``estimate_max_model_len``)."""
-    if concurrency * request_blocks(model, stage, 1, block_size, in_flight, state_blocks, block_sizes) > blocks:
-        return 0
+    """Largest length <= ``upper`` whose worst case times ``concurrency`` fits (``estimate_max_model_len``).
+
+    The groups' terms are read once and summed in integers in the loop (``request_blocks``' arithmetic,
+    without its per-call lookups): this search runs for every row of the concurrency table."""
+    if terms is None:
+        terms = stage_terms(model, stage, block_size, in_flight, state_blocks, block_sizes)
+    fixed, full, capped = terms.fixed, terms.full, terms.capped
+
+    def needed(length: int) -> int:
+        total = fixed
+        for groups, size in full:
+            total += groups * -(-length // size)
+        for groups, cap, size, extra in capped:
+            total += groups * (-(-min(cap, length) // size) + extra)
+        return total
+
     low, high = 1, upper
+    # Below every group's cap, needed(T) = base + sum(g * ceil(T / s)): at least base + T * rate, at most that
+    # plus slack. When the answer lies there, that brackets it to a few tokens before bisecting.
+    budget = blocks // concurrency
+    base, rate = terms.base, terms.rate
+    top = int((budget - base) / rate) + 1 if rate else upper
+    if top < min((cap for _, cap, _, _ in capped), default=upper):
+        high = max(1, min(high, top))
+        bottom = max(1, min(high, int((budget - base - terms.slack) / rate) - 1))
+        if concurrency * needed(bottom) <= blocks:
+            low = bottom  # and so does every shorter length
+    if low == 1 and concurrency * needed(1) > blocks:
+        return 0
     while low < high:
         middle = (low + high + 1) // 2
-        needed = request_blocks(model, stage, middle, block_size, in_flight, state_blocks, block_sizes)
-        if concurrency * needed <= blocks:
+        if concurrency * needed(middle) <= blocks:
             low = middle
         else:
             high = middle - 1

@@ -23,6 +23,11 @@ from .model_spec import ModelSpec
 # Default scheduler sizes (vLLM ``EngineArgs._set_default_args``, OpenAI server): GPUs with 70 GiB or
 # more, the A100 excepted, get 8192 batched tokens and 1024 sequences; others 2048 and 256.
 LARGE_GPU_BYTES = 70 * GIB
+# vLLM 0.33 adds a top tier (get_batch_defaults): GPUs with 160 GiB or more (B200, B300) get 16384 batched
+# tokens for the server too. Applied to DeepSeek-V4 only, the one model sized for 0.33 alone: the release that
+# brought the tier was not checked, so other models keep the rule their measured start-ups confirm.
+LARGEST_TIER_BYTES = 160 * GIB
+LARGEST_TIER_BATCHED_TOKENS = 16384
 
 # Weight bytes per parameter. Quantised formats keep embeddings and the LM head in 16 bits.
 INT4_BYTES_PER_PARAM = 0.5 + 2 / 128  # 4-bit weights plus an fp16 scale per group of 128
@@ -32,6 +37,8 @@ MXFP4_BYTES_PER_PARAM = 0.5 + 1 / 32  # 4-bit weights plus an e8m0 scale per blo
 # of 128 (AWQ/GPTQ W4A16; GPTQ's per-channel g_idx is not counted).
 NVFP4_BYTES_PER_PARAM = 0.5 + 1 / 16
 FP8_BLOCK_BYTES_PER_PARAM = 1 + 4 / (128 * 128)
+# DeepSeek-V4's FP8 blocks carry ue8m0 (one-byte) scales when its experts are fp4 (quant_config.py, is_scale_e8m0).
+FP8_BLOCK_E8M0_BYTES_PER_PARAM = 1 + 1 / (128 * 128)
 QUANTISED_BYTES_PER_PARAM = {
     "fp8": 1.0,
     "fp8_block": FP8_BLOCK_BYTES_PER_PARAM,
@@ -147,6 +154,18 @@ def weight_bytes(model: ModelSpec, weight_dtype: str) -> WeightBytes:
         expert_bytes = size * experts
         total = size * model.num_params
         description = f"{fmt}: {size:g} bytes per parameter"
+    elif fmt == "fp8_block_mxfp4":
+        # DeepSeek-V4 with expert_dtype fp4 (vllm/models/deepseek_v4/quant_config.py, DeepseekV4FP8Config):
+        # MXFP4 routed experts, FP8 128x128 blocks with ue8m0 scales elsewhere; the embeddings, LM head and the
+        # layers built without a quant config (compressors, indexer weights_proj) in 16 bits.
+        expert_bytes = MXFP4_BYTES_PER_PARAM * experts * _mxfp4_padding(model)
+        kept = min(model.unquantized_params, model.num_params - embeddings - experts)
+        rest = model.num_params - embeddings - experts - kept
+        total = expert_bytes + FP8_BLOCK_E8M0_BYTES_PER_PARAM * rest + 2.0 * (embeddings + kept)
+        description = (
+            "MXFP4 experts (4.25 bits per parameter), FP8 128x128 blocks with ue8m0 scales elsewhere, "
+            f"embeddings, LM head and {kept / 1e9:.2f}B unquantised compressor parameters 16-bit"
+        )
     elif fmt == "mxfp4":
         expert_bytes = MXFP4_BYTES_PER_PARAM * experts * _mxfp4_padding(model)
         total = expert_bytes + 2.0 * (model.num_params - experts)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .compressed_attention import CompressedAttention
 from .errors import SizingInputError
 from .validation import MAX_LAYERS, as_choice, as_int
 
@@ -116,6 +117,9 @@ class ModelSpec:
     indexer_bytes_per_token: int = 0
     # Weights a quantised checkpoint keeps in 16 bits besides the embeddings and LM head (its exclude list).
     unquantized_params: int = 0
+    # DeepSeek-V4's compressed attention: its caches replace the per-layer KV of ``layer_groups`` (whose
+    # "full" layers are the compressed ones, "sliding_window" the window-only ones); None for other models.
+    compressed_attention: CompressedAttention | None = None
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}

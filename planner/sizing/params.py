@@ -219,3 +219,74 @@ def _first_int(mapping: Mapping[str, Any], keys: tuple[str, ...]) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**7:
             return value
     return 0
+
+
+def compressed_attention_params(
+    *,
+    compress_ratios: tuple[int, ...],
+    hidden_size: int,
+    num_attention_heads: int,
+    head_dim: int,
+    q_lora_rank: int,
+    o_lora_rank: int,
+    o_groups: int,
+    index_head_dim: int,
+    index_n_heads: int,
+    vocab_size: int,
+    num_experts: int,
+    experts_per_token: int,
+    expert_intermediate_size: int,
+    num_shared_experts: int,
+    hc_mult: int,
+    tie_word_embeddings: bool,
+) -> ParamCount:
+    """DeepSeek-V4's weights as vLLM 0.33 builds them (``vllm/models/deepseek_v4/attention.py``,
+    ``compressor.py``, ``nvidia/model.py``), MTP layers left out (loaded only with speculative decoding):
+
+    attention ``fused_wqa_wkv`` h x (q_lora + head_dim), ``wq_b`` q_lora x heads x head_dim, ``wo_a``
+    (heads x head_dim / o_groups) x (o_groups x o_lora), ``wo_b`` o_groups x o_lora x h, norms and sinks; a
+    compressor per compressed layer (``fused_wkv_wgate`` h x 2 x coff x head_dim, ``ape`` ratio x coff x
+    head_dim, coff 2 at ratio 4); a ratio-4 layer's indexer (``wq_b`` q_lora x index heads x index_head_dim,
+    ``weights_proj`` h x index heads, its own compressor at index_head_dim); experts gate/up/down with a
+    router, shared experts; hyper-connection mixers (hc_mult copies of the residual: per layer two
+    (hc x (2 + hc)) x (hc x h) maps). Embeddings and an untied LM head."""
+    h = hidden_size
+    attention = (
+        h * (q_lora_rank + head_dim)
+        + q_lora_rank * num_attention_heads * head_dim
+        + (num_attention_heads * head_dim // o_groups) * (o_groups * o_lora_rank)
+        + o_groups * o_lora_rank * h
+        + q_lora_rank
+        + head_dim
+        + num_attention_heads
+    )
+    hyper = 2 * (hc_mult * (2 + hc_mult)) * (hc_mult * h)
+
+    def compressor(ratio: int, width: int) -> int:
+        coff = 2 if ratio == 4 else 1
+        return h * 2 * coff * width + ratio * coff * width + width
+
+    expert = 3 * h * expert_intermediate_size
+    shared = num_shared_experts * expert
+    router = h * num_experts
+    total = active = routed = 0
+    attention_total = 0
+    for ratio in compress_ratios:
+        layer = attention + hyper + 2 * h
+        if ratio > 1:
+            layer += compressor(ratio, head_dim)
+        if ratio == 4:
+            layer += q_lora_rank * index_n_heads * index_head_dim + h * index_n_heads + compressor(4, index_head_dim)
+        attention_total += layer
+        total += layer + num_experts * expert + router + shared
+        active += layer + experts_per_token * expert + router + shared
+        routed += num_experts * expert
+    embeddings = vocab_size * h * (1 if tie_word_embeddings else 2) + h
+    return ParamCount(
+        total=total + embeddings,
+        active=active + embeddings,
+        routed_experts=routed,
+        attention=attention_total,
+        shared_experts=shared * len(compress_ratios),
+        embeddings=embeddings,
+    )

@@ -13,23 +13,28 @@ from typing import Any
 
 from .advice import AdviceRow
 from .command import vllm_command
+from .compressed_attention import FP8_DS_MLA_STATE_BYTES, group_descriptions, packed_cache
+from .compressed_attention import bytes_per_token as compressed_bytes_per_token
 from .engine import EngineRules
+from .errors import SizingInputError
 from .hardware import GIB
 from .inputs import PlanInputs, resolve_inputs
 from .kv_cache import (
     StageGroups,
+    Terms,
     group_bytes_per_token,
     kv_element_bytes,
     max_length_for_blocks,
     pipeline_stages,
     request_blocks,
     stage_groups,
+    stage_kinds,
+    stage_terms,
     unified_block_sizes,
-    worst_case_blocks,
 )
 from .layer_runs import layer_runs_json
 from .memory import activation_bytes, non_torch_bytes, serving_dtype, weight_bytes
-from .model_spec import ATTENTION_LAYER_KINDS, ModelSpec
+from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
 from .speed import Estimates, SpeedModel, estimate
 from .state_cache import (
     GDN_FLASHINFER_CHECKPOINT_ALIGNMENT,
@@ -99,6 +104,10 @@ class KvCacheGroup:
     num_layers: int
     num_groups: int
     worst_case_blocks: int
+    # Additions: the group's block size, and what its layer slots hold where that is not one attention kind
+    # (DeepSeek-V4: "21 C4 latent (37,440 B), ..." cache pages per block).
+    block_size: int = 0
+    caches: str = ""
 
 
 @dataclass(frozen=True)
@@ -183,30 +192,21 @@ def _kv_limited_length(
     upper: int,
     state_blocks: int = 1,
     block_sizes: tuple[int, ...] = (),
+    terms: Terms | None = None,
 ) -> int:
+    """``terms``: the stage's ``stage_terms``, when the caller asks several concurrencies of one stage."""
     model = inputs.model
     block_size = inputs.block_size
     assert block_size is not None
+    if terms is None:
+        terms = stage_terms(model, stage, block_size, in_flight, state_blocks, block_sizes)
     # Solved directly where it can be: c * (F * ceil(T / bs_full) + K) <= blocks, with F the full-attention
     # groups and K the blocks every other group holds once T is past the point where it stops growing (a
     # state group's fixed blocks; a window or chunk plus the in-flight tokens). Valid when the answer lies
     # past that point; otherwise (or without full attention) the binary search below decides.
-    full = 0
-    full_block = block_size
-    fixed = 0
-    saturation = 0
-    for index, _, groups in stage.groups:
-        group = model.layer_groups[index]
-        size = block_sizes[index] if block_sizes else block_size
-        if group.kind == "full":
-            full += groups
-            full_block = size
-            continue
-        if group.kind == "sliding_window" and group.window is not None:
-            saturation = max(saturation, group.window - 1 + in_flight)
-        elif group.kind == "chunked_local" and group.window is not None:
-            saturation = max(saturation, group.window + in_flight)
-        fixed += groups * worst_case_blocks(group.kind, group.window, max(saturation, 1), size, in_flight, state_blocks)
+    full = sum(groups for groups, _ in terms.full)
+    full_block = terms.full[-1][1] if terms.full else block_size
+    saturation, fixed = terms.saturation, terms.saturated
     per_request = blocks // concurrency - fixed
     if full:
         if per_request < full and not saturation:
@@ -216,8 +216,12 @@ def _kv_limited_length(
             return min(upper, length)
     elif per_request >= 0:
         return upper
+    # Here a request of `saturation` tokens already needs more than its share (the blocks past that point are
+    # F * ceil(T / bs_full) + K, over it), so the answer lies below: search only up to there.
+    if saturation:
+        upper = min(upper, saturation)
     return max_length_for_blocks(
-        model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes
+        model, stage, blocks, concurrency, block_size, in_flight, upper, state_blocks, block_sizes, terms=terms
     )
 
 
@@ -422,10 +426,70 @@ class _KvShape:
     stage_group_list: list[StageGroups]
     kv_per_gpu: int
     kv_whole: int
+    # Compressed attention (DeepSeek-V4): the bytes one block spans over all its packed groups, each group's
+    # block size, and what the groups hold; 0, () and "" otherwise.
+    block_bytes: int = 0
+    group_block_sizes: tuple[int, ...] = ()
+    group_caches: tuple[str, ...] = ()
+
+
+def _compressed_kv_shape(inputs: PlanInputs, assumptions: list[Assumption]) -> _KvShape:
+    """DeepSeek-V4: its caches packed into vLLM 0.33's KV cache groups (compressed_attention.py); the KV is
+    replicated on every tensor-parallel rank (one latent head, max_tp_shards=1)."""
+    model = inputs.model
+    assert model.compressed_attention is not None
+    try:
+        packed = packed_cache(model.compressed_attention)
+    except ValueError as error:
+        raise SizingInputError({"compress_ratios": str(error)}) from error
+    kinds = tuple(LayerGroup(group.kind, group.num_layers, group.window) for group in packed.groups)
+    counts = tuple((i, group.num_layers, group.num_groups) for i, group in enumerate(packed.groups))
+    stage = StageGroups(model.num_layers, 1, counts, kinds)
+    per_token = compressed_bytes_per_token(packed)
+    caches, summary = group_descriptions(packed)
+    assumptions.append(
+        Assumption(
+            "kv_cache_groups",
+            summary,
+            "vllm/v1/core/kv_cache_planning.py (_get_packed_kv_cache_groups, _get_kv_cache_bytes_per_block); "
+            "vllm/models/deepseek_v4/attention.py, compressor.py; v1/attention/backends/mla/sparse_swa.py",
+        )
+    )
+    assumptions.append(
+        Assumption(
+            "reported_block_size",
+            f"{min(group.block_size for group in packed.groups)}: vllm:cache_config_info's block_size after planning "
+            "(the smallest group's), not the 256-token block the plan counts",
+            "vllm/v1/engine/core.py (cache_config.block_size = min over KV cache groups)",
+        )
+    )
+    assumptions.append(
+        Assumption(
+            "kv_cache_format",
+            f"fp8_ds_mla: {FP8_DS_MLA_STATE_BYTES} bytes per latent state, pages padded to 576-byte multiples; "
+            "fp32 compressor states",
+            "vllm/models/deepseek_v4/attention.py (_resolve_dsv4_kv_cache_dtype, get_kv_cache_spec)",
+        )
+    )
+    return _KvShape(
+        dtype=serving_dtype(model, inputs.weight_dtype),
+        group_bytes=tuple(0 for _ in model.layer_groups),
+        per_layer=per_token,
+        stages_layers=[range(model.num_layers)],
+        mtp_layers=0,
+        stage_group_list=[stage],
+        kv_per_gpu=per_token,
+        kv_whole=per_token * inputs.tensor_parallel_size,
+        block_bytes=packed.bytes_per_block,
+        group_block_sizes=tuple(group.block_size for group in packed.groups),
+        group_caches=caches,
+    )
 
 
 def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[str]) -> _KvShape:
     model = inputs.model
+    if model.compressed_attention is not None:
+        return _compressed_kv_shape(inputs, assumptions)
     tp, pp = inputs.tensor_parallel_size, inputs.pipeline_parallel_size
     dtype = serving_dtype(model, inputs.weight_dtype)
     element = kv_element_bytes(inputs.kv_cache_dtype, dtype)
@@ -617,22 +681,25 @@ def _blocks(
     ]
     num_blocks = min(stage.num_blocks for stage in stages)
     binding = max(stages, key=lambda stage: stage.worst_case)
+    kinds = stage_kinds(model, binding.groups)
     kv_groups = tuple(
         KvCacheGroup(
-            kind=model.layer_groups[index].kind,
-            window=model.layer_groups[index].window,
+            kind=kinds[index].kind,
+            window=kinds[index].window,
             num_layers=count,
             num_groups=num_groups,
             worst_case_blocks=num_groups
             * request_blocks(
                 model,
-                StageGroups(count, binding.groups.group_size, ((index, count, 1),)),
+                StageGroups(count, binding.groups.group_size, ((index, count, 1),), binding.groups.kinds),
                 max_len,
                 block_size,
                 in_flight,
                 state_blocks,
                 block_sizes,
             ),
+            block_size=block_sizes[index] if block_sizes else block_size,
+            caches=shape.group_caches[index] if shape.group_caches else "",
         )
         for index, count, num_groups in binding.groups.groups
     )
@@ -663,10 +730,12 @@ def _context_table(
     upper = max(cap, blocks.capacity)
     stage, num_blocks = blocks.binding.groups, blocks.num_blocks
     setting_limit = LIMIT_MAX_MODEL_LEN if max_len < cap else LIMIT_MODEL_POSITIONS
+    assert inputs.block_size is not None
+    terms = stage_terms(inputs.model, stage, inputs.block_size, in_flight, state_blocks, block_sizes)
     rows = []
     for concurrency in concurrencies:
         kv_limited = _kv_limited_length(
-            inputs, stage, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes
+            inputs, stage, num_blocks, concurrency, in_flight, upper, state_blocks, block_sizes, terms
         )
         length = min(kv_limited, max_len)
         if inputs.context_rounding == "pow2":
@@ -674,7 +743,7 @@ def _context_table(
         rows.append(
             ConcurrencyRow(concurrency, length, kv_limited, setting_limit if kv_limited >= max_len else LIMIT_KV_CACHE)
         )
-    longest = _kv_limited_length(inputs, stage, num_blocks, 1, in_flight, cap, state_blocks, block_sizes)
+    longest = _kv_limited_length(inputs, stage, num_blocks, 1, in_flight, cap, state_blocks, block_sizes, terms)
     return rows, longest
 
 
@@ -690,7 +759,8 @@ def _allocation(
     per_sequence = request_blocks(model, stage, sequence, block_size, in_flight, state_blocks, block_sizes)
     shared_blocks = 0
     if inputs.shared_prefix_tokens:
-        full_groups = sum(g for index, _, g in stage.groups if model.layer_groups[index].kind == "full")
+        kinds = stage_kinds(model, stage)
+        full_groups = sum(g for index, _, g in stage.groups if kinds[index].kind == "full")
         shared_blocks = min(per_sequence - 1, (inputs.shared_prefix_tokens // block_size) * full_groups)
     usable = blocks.usable
     paged = (usable - shared_blocks) // (per_sequence - shared_blocks) if usable > shared_blocks else 0
@@ -706,12 +776,15 @@ def _speed_model(
     ranks = tp * pp
     last = len(shape.stages_layers) - 1
     largest = max(range(len(shape.stages_layers)), key=lambda i: len(shape.stages_layers[i]))
-    stage_kinds: dict[int, int] = {}
+    layer_kinds: dict[int, int] = {}
     stage_states = 0
-    for index, count, _ in shape.stage_group_list[largest].groups:
+    stage = shape.stage_group_list[largest]
+    # A stage of cache groups (DeepSeek-V4) times its decoder layers by kind instead.
+    counts = stage.groups if not stage.kinds else [(i, g.num_layers, 1) for i, g in enumerate(model.layer_groups)]
+    for index, count, _ in counts:
         kind = model.layer_groups[index].kind
         if kind in ATTENTION_LAYER_KINDS:
-            stage_kinds[index] = count - (shape.mtp_layers if largest == last and kind == "full" else 0)
+            layer_kinds[index] = count - (shape.mtp_layers if largest == last and kind == "full" else 0)
         elif kind == "state":
             stage_states += count
     qk_width = model.num_attention_heads * (
@@ -731,9 +804,9 @@ def _speed_model(
         active_params=model.num_active_params,
         # Layers of different shapes (Gemma 4): their average, so layers x bytes is the stage's KV per token.
         kv_bytes_per_token_per_layer=(
-            round(shape.kv_per_gpu / max(1, sum(stage_kinds.values()))) if block_sizes else shape.per_layer
+            round(shape.kv_per_gpu / max(1, sum(layer_kinds.values()))) if block_sizes else shape.per_layer
         ),
-        kv_layers=tuple((count, model.layer_groups[index].window) for index, count in stage_kinds.items()),
+        kv_layers=tuple((count, model.layer_groups[index].window) for index, count in layer_kinds.items()),
         attention_layers=tuple(
             (group.num_layers, group.window) for group in model.layer_groups if group.kind in ATTENTION_LAYER_KINDS
         ),
@@ -827,8 +900,8 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
         inputs = dataclasses.replace(inputs, block_size=state.block_size)
     block_size = inputs.block_size
     assert block_size is not None
-    page_size = shape.per_layer * block_size
-    block_sizes = _unified_block_sizes(model, shape.group_bytes, block_size, assumptions)
+    page_size = shape.block_bytes or shape.per_layer * block_size
+    block_sizes = shape.group_block_sizes or _unified_block_sizes(model, shape.group_bytes, block_size, assumptions)
 
     memory_step = _memory(inputs, rules, assumptions)
     in_flight = _in_flight_tokens(inputs, rules, assumptions)

@@ -113,7 +113,9 @@ def _request_bytes(
 ) -> int | None:
     key = (tp, kv_dtype)
     if key not in memo:
-        if kv_dtype in KV_CACHE_DTYPES:
+        if model.compressed_attention is not None:
+            memo[key] = None  # DeepSeek-V4's caches are not per-layer KV: no bound, the plan decides
+        elif kv_dtype in KV_CACHE_DTYPES:
             group_bytes = group_bytes_per_token(model, tp, kv_element_bytes(kv_dtype, dtype), kv_dtype)
             memo[key] = sum(t * b for t, b in zip(layer_tokens, group_bytes, strict=True))
         else:
@@ -146,6 +148,9 @@ def search_configurations(
     max_len = resolved.inputs.max_model_len
     assert max_len is not None
     model = inputs.model
+    if model.compressed_attention is not None:
+        # DeepSeek-V4 caches fp8_ds_mla under auto and fp8 alike: one candidate, not two of the same.
+        kv_dtypes = tuple(dict.fromkeys("auto" if kv_dtype == "fp8" else kv_dtype for kv_dtype in kv_dtypes))
     layer_tokens = _tokens_per_request_by_group(model, max_len)
     dtype = serving_dtype(model, inputs.weight_dtype) if inputs.weight_dtype in WEIGHT_DTYPES else model.dtype
     request_bytes: dict[tuple[int, str], int | None] = {}

@@ -57,12 +57,39 @@ def test_a_non_finite_number_field_is_still_a_400(anon, catalog) -> None:
     assert "gpu_memory_utilization" in response.json()
 
 
-def test_deepseek_v4_is_a_400_naming_compress_ratios(anon, catalog) -> None:
-    body = f'{{"gpu": "h200", "model_config": {_raw("deepseek-ai--DeepSeek-V4-Flash")}}}'
+def test_deepseek_v4_flash_plans_with_its_five_kv_cache_groups(anon, catalog) -> None:
+    """Derived in tests/planner/sizing/test_sizing_compressed_attention.py (test_v4_flash_tp4_64k_on_h200):
+    42,853 blocks of 1,002,240 bytes, 6,938 per request, 404,787 tokens reported."""
+    raw = _raw("deepseek-ai--DeepSeek-V4-Flash")
+    body = (
+        '{"gpu": "h200", "tensor_parallel_size": 4, "max_model_len": 65536, "kv_cache_memory_gib": 40, '
+        f'"model_config": {raw}}}'
+    )
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    assert plan["block_size"] == 256
+    assert plan["num_gpu_blocks"] == 42_853
+    assert plan["worst_case_blocks_per_request"] == 6_938
+    assert plan["reported_kv_cache_tokens"] == 404_787
+    groups = plan["kv_groups"]
+    assert sum(group["num_groups"] for group in groups) == 5
+    assert [(group["kind"], group["window"], group["block_size"]) for group in groups] == [
+        ("sliding_window", 128, 64),
+        ("full", None, 256),
+        ("sliding_window", 8, 4),
+        ("sliding_window", 128, 8),
+    ]
+    assert "C4 latent (37,440 B)" in groups[1]["caches"]
+
+
+def test_deepseek_v4_with_a_bf16_cache_is_a_400_naming_kv_cache_dtype(anon, catalog) -> None:
+    body = f'{{"gpu": "h200", "kv_cache_dtype": "bfloat16", "model_config": {_raw("deepseek-ai--DeepSeek-V4-Flash")}}}'
     response = anon.post(SIZE, body, content_type="application/json")
 
     assert response.status_code == 400
-    assert "compress_ratios" in str(response.json())
+    assert "kv_cache_dtype" in response.json()
 
 
 def test_an_hf_quant_config_inside_the_config_sizes_nvfp4_weights(anon, catalog) -> None:

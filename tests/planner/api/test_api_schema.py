@@ -42,6 +42,7 @@ def _assert_documented(serializer: Any, value: dict[str, Any], path: str = "plan
         ("llama-3.1-8b", "h100-sxm", {"max_model_len": 32768, "concurrency": 8}),
         ("gemma-3-27b", "l40s", {"tensor_parallel_size": 2}),  # sliding-window layers: several KV groups
         ("deepseek-v3", "h200", {"tensor_parallel_size": 8}),  # MLA, MoE
+        ("deepseek-v4-flash", "h200", {"tensor_parallel_size": 8}),  # compressed attention: five cache groups
         ("llama-3.1-405b", "l4", {"target_tpot_ms": 1}),  # does not fit: problems and advice rows
     ],
 )

@@ -34,7 +34,7 @@ def test_required_slugs_exist():
         assert slug in models
     for slug in ("rtx-4090", "a100-80gb", "h100-sxm", "h200"):
         assert slug in gpus
-    # 19 from the reference catalog, 7 hybrid / sparse-attention models of 2026 (issue 14).
+    # 19 from the reference catalog, 8 hybrid / sparse / compressed-attention models of 2026 (issue 14).
     for slug in (
         "qwen3-next-80b-a3b",
         "qwen3.5-27b",
@@ -42,10 +42,11 @@ def test_required_slugs_exist():
         "nemotron-3-nano-30b-a3b",
         "nemotron-3-super-120b-a12b-fp8",
         "deepseek-v3.2",
+        "deepseek-v4-flash",
         "gemma-4-26b-a4b",
     ):
         assert slug in models
-    assert len(models) == 26
+    assert len(models) == 27
     assert len(gpus) == 13
 
 

@@ -170,3 +170,42 @@ def test_sliding_only_model_is_limited_by_the_model_not_the_cache():
     plan = _plan(MODELS["phi-3-mini-4k"], gpu=GPUS["l4"])
     assert plan.kv_groups[0].kind == "sliding_window"
     assert plan.concurrency_table[0].limited_by == "max_position_embeddings"
+
+
+@pytest.mark.parametrize(
+    ("slug", "tp"),
+    [
+        ("llama-3.1-8b", 1),
+        ("gemma-3-27b", 1),
+        ("qwen3-next-80b-a3b", 2),
+        ("llama-4-scout", 8),
+        ("deepseek-v4-flash", 8),
+    ],
+)
+def test_each_rows_context_is_the_longest_whose_worst_case_fits(slug, tp):
+    """Whatever shortcut finds it (direct solve, bracketed search), a row's KV-limited context is the longest
+    length whose worst case, times the concurrency, fits the blocks: checked against request_blocks itself."""
+    from planner.sizing.kv_cache import request_blocks
+
+    model = catalog_models()[slug]
+    for budget_gib in (6, 40):
+        plan = compute_plan(
+            PlanInputs(
+                model=model, gpu=catalog_gpus()["h200"], tensor_parallel_size=tp, kv_cache_memory_gib=budget_gib
+            ),
+            advice=False,
+        )
+        stage, sizes = plan.binding_stage, plan.group_block_sizes
+        state_blocks = plan.state_blocks_per_request or 1
+        upper = max(model.max_position_embeddings, plan.kv_capacity_tokens)
+
+        def needed(length, stage=stage, sizes=sizes, state_blocks=state_blocks, plan=plan):
+            return request_blocks(model, stage, length, plan.block_size, plan.in_flight_tokens, state_blocks, sizes)
+
+        for row in plan.concurrency_table:
+            length, c = row.kv_limited_context_len, row.concurrency
+            if length == 0:
+                assert c * needed(1) > plan.num_gpu_blocks
+                continue
+            assert c * needed(length) <= plan.num_gpu_blocks
+            assert length == upper or c * needed(length + 1) > plan.num_gpu_blocks

@@ -109,13 +109,23 @@ def test_variants_of_an_mla_model_and_an_mqa_model():
     assert variants["MHA"].num_kv_heads == 32
 
 
+def test_variants_of_deepseek_v4_compare_its_compressed_caches_with_plain_kv():
+    v4 = catalog_models()["deepseek-v4-flash"]
+    variants = dict(attention_variants(v4))
+    assert list(variants) == ["MHA", "GQA (8 KV heads)", "MLA (512+64)", "Compressed (DeepSeek-V4, fp8_ds_mla) (own)"]
+    assert variants["MLA (512+64)"].compressed_attention is None
+    assert variants["Compressed (DeepSeek-V4, fp8_ds_mla) (own)"] is v4
+
+
 def test_allocation_bars_are_the_plans_naive_and_paged_counts():
     plan = plan_for(max_model_len=40960)
     figure = allocation_figure(plan=plan)
     assert figure["data"][0]["y"] == [plan.allocation.naive_sequences, plan.allocation.paged_sequences]
 
 
-@pytest.mark.parametrize("model", ["qwen3-8b", "deepseek-v2-lite", "gemma-3-27b", "gpt-oss-20b", "llama-4-scout"])
+@pytest.mark.parametrize(
+    "model", ["qwen3-8b", "deepseek-v2-lite", "gemma-3-27b", "gpt-oss-20b", "llama-4-scout", "deepseek-v4-flash"]
+)
 def test_every_detail_figure_is_json_for_plotly(model):
     plan = plan_for(model, "h200")
     figures = detail_figures(plan=plan)
