@@ -433,21 +433,8 @@ WHERE id = %s
 """
 
 
-def _heartbeat_params(node: Node, payload: dict[str, Any], now: dt.datetime) -> list[Any]:
-    # As _heartbeat's changes: the NVML fields stay as they are when the payload has no NVML report.
-    nvml: dict[str, Any] = _nvml_status(payload["nvml"]) if "nvml" in payload else {}
-    return [
-        now,
-        str(payload.get("agent_version") or "")[:64],
-        str(payload.get("hostname") or "")[:255],
-        nvml.get("nvml_available"),
-        nvml.get("nvml_error"),
-        nvml.get("driver_version"),
-        node.pk,
-    ]
-
-
-def _heartbeat(node: Node, payload: dict[str, Any], now: dt.datetime) -> None:
+def _heartbeat_changes(payload: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    """The node row's new values; the NVML fields only when the payload carries an NVML report."""
     changes: dict[str, Any] = {
         "last_heartbeat_at": now,
         "agent_version": str(payload.get("agent_version") or "")[:64],
@@ -455,7 +442,18 @@ def _heartbeat(node: Node, payload: dict[str, Any], now: dt.datetime) -> None:
     }
     if "nvml" in payload:
         changes.update(_nvml_status(payload["nvml"]))
-    Node.objects.filter(pk=node.pk).update(**changes)
+    return changes
+
+
+def _heartbeat_params(node: Node, payload: dict[str, Any], now: dt.datetime) -> list[Any]:
+    # In _NODE_HEARTBEAT_SQL's order; a missing NVML field is NULL, which COALESCE keeps as it was.
+    changes = _heartbeat_changes(payload, now)
+    names = ("last_heartbeat_at", "agent_version", "hostname", "nvml_available", "nvml_error", "driver_version")
+    return [changes.get(name) for name in names] + [node.pk]
+
+
+def _heartbeat(node: Node, payload: dict[str, Any], now: dt.datetime) -> None:
+    Node.objects.filter(pk=node.pk).update(**_heartbeat_changes(payload, now))
 
 
 def health_apply(health_rows: list[tuple[int, dict[str, Any], dt.datetime]]) -> int:
