@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 GIB = 2**30
 # What the command names when the model has no Hugging Face repo id (a pasted config.json without one).
 MODEL_PLACEHOLDER = "<hf-repo-id>"
+# Checkpoint formats that are FP8 already: asking for fp8 weights adds no --quantization flag.
+FP8_CHECKPOINT_FORMATS = ("fp8", "fp8_block", "fp8_block_mxfp4", "fp8_block_nvfp4")
 
 
 def vllm_command(inputs: PlanInputs, *, data_parallel_size: int = 1) -> str:
@@ -48,6 +50,6 @@ def vllm_command(inputs: PlanInputs, *, data_parallel_size: int = 1) -> str:
         parts.append(f"--speculative-config {shlex.quote(json.dumps(speculative))}")
     if inputs.weight_dtype in ("bfloat16", "float16", "float32"):
         parts.append(f"--dtype {inputs.weight_dtype}")
-    elif inputs.weight_dtype == "fp8" and model.quantization not in ("fp8", "fp8_block", "fp8_block_mxfp4"):
+    elif inputs.weight_dtype == "fp8" and model.quantization not in FP8_CHECKPOINT_FORMATS:
         parts.append("--quantization fp8")  # online FP8 weight quantisation of a 16-bit checkpoint
     return " ".join(parts)

@@ -634,14 +634,24 @@ def model_spec_from_hf_config(
                     "(model_type deepseek_v4, DeepseekV4ForCausalLM) only"
                 }
             )
-        if hf_quant_config is not None:
-            # ModelOpt NVFP4 DeepSeek-V4 checkpoints (nvidia/DeepSeek-V4-*-NVFP4): their mixed expert and
-            # attention formats are not modelled; sizing them as bf16 would be silently wrong.
+        if hf_quant_config is not None and cfg.get("quantization_config") is None:
+            # vLLM reads hf_quant_config.json only when config.json has no quantization_config
+            # (model_loader/weight_utils.py, get_quant_config); DeepSeek-V4 then leaves DeepseekV4FP8Config's
+            # path for ModelOpt's own, whose layer formats are not modelled.
             raise SizingInputError(
-                {"hf_quant_config": "DeepSeek-V4 with a ModelOpt hf_quant_config (NVFP4) is not sized yet"}
+                {
+                    "hf_quant_config": "DeepSeek-V4 quantised by hf_quant_config.json alone (no quantization_config "
+                    "in config.json) is not sized: vLLM would not use its DeepSeek-V4 FP8 path"
+                }
             )
         return _compressed_attention_spec(
-            cfg, name=name, num_params=num_params, num_active_params=num_active_params, hf_id=hf_id, slug=slug
+            cfg,
+            name=name,
+            num_params=num_params,
+            num_active_params=num_active_params,
+            hf_id=hf_id,
+            slug=slug,
+            hf_quant_given=hf_quant_config is not None,
         )
 
     if _lookup(cfg, "num_hidden_layers")[1] is None and isinstance(cfg.get("layers_block_type"), list):
@@ -897,6 +907,7 @@ def _compressed_attention_spec(
     num_active_params: int | None,
     hf_id: str | None,
     slug: str | None,
+    hf_quant_given: bool = False,
 ) -> ModelSpec:
     """DeepSeek-V4 (``vllm/models/deepseek_v4/``): MLA-like attention with one 512-wide latent head whose caches
     are the compressed-attention ones (compressed_attention.py). Fields vLLM reads without a default are
@@ -956,12 +967,26 @@ def _compressed_attention_spec(
         notes.append("no quantization_config: weights sized from torch_dtype")
     else:
         method = qc.get("quant_method") if isinstance(qc, Mapping) else None
-        if method not in ("fp8", "deepseek_v4_fp8") or not qc.get("weight_block_size") or qc.get("moe_quant_algo"):
+        moe_algo = qc.get("moe_quant_algo") if isinstance(qc, Mapping) else None
+        if method not in ("fp8", "deepseek_v4_fp8") or not qc.get("weight_block_size"):
             errors["quantization_config"] = (
                 f"{method!r}: DeepSeek-V4 checkpoints are sized as FP8 128x128 blocks with fp4 or fp8 experts"
             )
+        elif moe_algo not in (None, "") and (not isinstance(moe_algo, str) or moe_algo.upper() != "NVFP4"):
+            # DeepseekV4FP8Config.get_quant_method: fp4 experts are NVFP4 when moe_quant_algo says so, MXFP4 otherwise.
+            errors["quantization_config"] = (
+                f"moe_quant_algo {moe_algo!r}: vLLM 0.33's DeepSeek-V4 FP8 path knows NVFP4 routed experts only"
+            )
+        elif expert_dtype == "fp4":
+            # nvidia/DeepSeek-V4-*-NVFP4: ModelOpt NVFP4 routed experts (ModelOptNvFp4FusedMoE), the rest FP8
+            # blocks as in DeepSeek's own checkpoint: Fp8Config reads ignored_layers / modules_to_not_convert,
+            # not ModelOpt's "ignore" list, so attention and shared experts stay FP8 (quant_config.py).
+            nvfp4 = isinstance(moe_algo, str) and moe_algo.upper() == "NVFP4"
+            quantization = "fp8_block_nvfp4" if nvfp4 else "fp8_block_mxfp4"
         else:
-            quantization = "fp8_block_mxfp4" if expert_dtype == "fp4" else "fp8_block"
+            quantization = "fp8_block"  # fp8 experts: Fp8MoEMethod, whatever moe_quant_algo says
+    if hf_quant_given and qc is not None:
+        notes.append("hf_quant_config.json not read: vLLM takes config.json's quantization_config first")
     if errors:
         raise SizingInputError(errors)
     attention = CompressedAttention(

@@ -154,16 +154,22 @@ def weight_bytes(model: ModelSpec, weight_dtype: str) -> WeightBytes:
         expert_bytes = size * experts
         total = size * model.num_params
         description = f"{fmt}: {size:g} bytes per parameter"
-    elif fmt == "fp8_block_mxfp4":
+    elif fmt in ("fp8_block_mxfp4", "fp8_block_nvfp4"):
         # DeepSeek-V4 with expert_dtype fp4 (vllm/models/deepseek_v4/quant_config.py, DeepseekV4FP8Config):
-        # MXFP4 routed experts, FP8 128x128 blocks with ue8m0 scales elsewhere; the embeddings, LM head and the
-        # layers built without a quant config (compressors, indexer weights_proj) in 16 bits.
-        expert_bytes = MXFP4_BYTES_PER_PARAM * experts * _mxfp4_padding(model)
+        # MXFP4 routed experts, or NVFP4 ones where moe_quant_algo says so (ModelOpt's nvidia/DeepSeek-V4-*-NVFP4),
+        # FP8 128x128 blocks with ue8m0 scales elsewhere; the embeddings, LM head and the layers built without a
+        # quant config (compressors, indexer weights_proj) in 16 bits.
+        if fmt == "fp8_block_mxfp4":
+            expert_bytes = MXFP4_BYTES_PER_PARAM * experts * _mxfp4_padding(model)
+            experts_text = "MXFP4 experts (4.25 bits per parameter)"
+        else:
+            expert_bytes = NVFP4_BYTES_PER_PARAM * experts
+            experts_text = "NVFP4 experts (4.5 bits per parameter)"
         kept = min(model.unquantized_params, model.num_params - embeddings - experts)
         rest = model.num_params - embeddings - experts - kept
         total = expert_bytes + FP8_BLOCK_E8M0_BYTES_PER_PARAM * rest + 2.0 * (embeddings + kept)
         description = (
-            "MXFP4 experts (4.25 bits per parameter), FP8 128x128 blocks with ue8m0 scales elsewhere, "
+            f"{experts_text}, FP8 128x128 blocks with ue8m0 scales elsewhere, "
             f"embeddings, LM head and {kept / 1e9:.2f}B unquantised compressor parameters 16-bit"
         )
     elif fmt == "mxfp4":

@@ -236,10 +236,67 @@ def test_config_variants_not_sized_exactly_name_the_field(change, field):
     assert error.value.errors[field]
 
 
-def test_a_modelopt_nvfp4_checkpoint_is_a_400_naming_hf_quant_config():
+def nvfp4_config(name: str = "nvidia--DeepSeek-V4-Flash-NVFP4") -> dict:
+    return json.loads((CONFIG.parent / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def test_an_hf_quant_config_alone_is_a_400_naming_it():
+    """Without a quantization_config in config.json vLLM would read hf_quant_config.json (weight_utils.py,
+    get_quant_config) and leave DeepseekV4FP8Config's path: not modelled, so refused by name."""
+    config = v4_config()
+    del config["quantization_config"]
     with pytest.raises(SizingInputError) as error:
-        model_spec_from_hf_config(v4_config(), hf_quant_config={"quantization": {"quant_algo": "NVFP4"}})
+        model_spec_from_hf_config(config, hf_quant_config={"quantization": {"quant_algo": "NVFP4"}})
     assert "hf_quant_config" in error.value.errors
+
+
+def test_modelopt_nvfp4_experts_with_fp8_blocks_elsewhere():
+    """nvidia/DeepSeek-V4-Flash-NVFP4: config.json's quantization_config says quant_method fp8, 128 x 128 blocks,
+    moe_quant_algo NVFP4 (its hf_quant_config.json is not read: config.json's comes first). vLLM 0.33
+    (models/deepseek_v4/quant_config.py, DeepseekV4FP8Config.get_quant_method): routed experts ModelOptNvFp4FusedMoE,
+    4-bit values with an fp8 scale per 16 = 0.5625 bytes; Fp8Config reads ignored_layers / modules_to_not_convert,
+    not ModelOpt's "ignore", so every other linear stays FP8 with ue8m0 block scales, as in DeepSeek's checkpoint.
+    The same 277,025,390,592 routed-expert parameters as V4-Flash: 155,826,782,208 bytes, 8,657,043,456 more than at
+    MXFP4's 0.53125; every other term as in test_weights_fp8_blocks_with_mxfp4_experts."""
+    hf_quant = nvfp4_config("nvidia--DeepSeek-V4-Flash-NVFP4.hf_quant_config")
+    model = model_spec_from_hf_config(nvfp4_config(), hf_quant_config=hf_quant)
+    assert model.quantization == "fp8_block_nvfp4"
+    assert model.num_expert_params == 277_025_390_592
+    assert model.unquantized_params == 309_592_064
+    assert any("hf_quant_config.json not read" in note for note in model.notes)
+    inputs = {"tensor_parallel_size": 8, "max_model_len": 65_536, "kv_cache_memory_gib": 40}
+    nvfp4 = compute_plan(PlanInputs(model=model, gpu=catalog_gpus()["h200"], **inputs), advice=False)
+    mxfp4 = plan(**inputs)
+    sixteen_bit = 2 * (1_059_061_760 + 309_592_064)
+    rest = (model.num_params - 277_025_390_592 - 1_059_061_760 - 309_592_064) * (1 + 1 / 16_384)
+    assert nvfp4.weights_bytes == pytest.approx(155_826_782_208 + sixteen_bit + rest, abs=1)
+    assert nvfp4.weights_bytes - mxfp4.weights_bytes == pytest.approx(8_657_043_456, abs=2)
+    # The caches do not change: the same 42,853 blocks of 1,002,240 bytes in 40 GiB.
+    assert nvfp4.num_gpu_blocks == mxfp4.num_gpu_blocks == 42_853
+
+
+def test_v4_pro_nvfp4_plans_on_eight_h200s():
+    """nvidia/DeepSeek-V4-Pro-NVFP4 (61 layers, 384 experts of 3 x 7,168 x 3,072, NVFP4): 61 x 384 x 66,060,288 =
+    1,547,396,186,112 routed-expert parameters at 0.5625 bytes = 870,410,354,688 bytes, 101.3 GiB per GPU at tp 8
+    before the rest: the plan starts and its weights per GPU exceed that."""
+    model = model_spec_from_hf_config(nvfp4_config("nvidia--DeepSeek-V4-Pro-NVFP4"))
+    assert model.quantization == "fp8_block_nvfp4"
+    assert model.num_expert_params == 1_547_396_186_112
+    result = compute_plan(
+        PlanInputs(model=model, gpu=catalog_gpus()["h200"], tensor_parallel_size=8, max_model_len=65_536),
+        advice=False,
+    )
+    assert result.starts
+    assert result.weights_bytes_per_gpu > 870_410_354_688 / 8
+
+
+@pytest.mark.parametrize("algo", ["MXFP8", "W4A16", 4])
+def test_other_moe_quant_algos_name_it(algo):
+    config = nvfp4_config()
+    config["quantization_config"]["moe_quant_algo"] = algo
+    with pytest.raises(SizingInputError) as error:
+        model_spec_from_hf_config(config)
+    assert "moe_quant_algo" in error.value.errors["quantization_config"]
 
 
 def test_v4_pro_packs_into_five_groups_too():
