@@ -25,17 +25,21 @@ measured start-ups behind them are in ``tests/planner/sizing/data/vllm_startups.
 * Hybrid (attention + Mamba / linear attention) models: prefix caching on by default from 0.28
   (vLLM PR #50991; vllm-metal PR #645: "0.28.0 turns prefix caching on by default for hybrid models";
   opt-in before), which puts state layers in ``mamba_cache_mode="align"``.
-* Align mode's prefill checkpoint block (Mamba2 mixers, and gated delta net with FlashInfer's prefill)
-  and FlashInfer GDN's 64-token checkpoint grid: read in 0.33's source; the Mamba2 port (PR #57329) was
-  opened after 0.28, so releases before 0.33 get none (0.33 is the first release checked).
-* "GPU KV cache size" tokens: ``int(max concurrency x max_model_len)`` (0.33's ``v1/core/kv_cache_utils.py``,
-  ``get_kv_cache_capacity``) from 0.24; ``num_blocks // len(groups) x min block size`` before. Logs:
-  v0.19.0 printed 290,864 tokens and 33.04x for Qwen3.5-27B at 32K (vLLM issue #40691: 1,487 blocks // 4
-  groups x 784), v0.24.0 567,978 tokens and 4.33x for Qwen3.6-35B-A3B at 128K (noonghunna/club-3090
-  issue #612: int(299 / 69 x 131,072)); 0.20-0.23 were not checked, so the cut-over sits at 0.24.
-* Sliding-window admission: ``max_concurrent_batches x max_num_batched_tokens`` in flight (2 batches
-  with async scheduling at pp 1, pp batches otherwise) from 0.14; one batch before. The reference
-  cites the rule from recent sources (``VllmConfig.max_in_flight_tokens``); 0.14 is our choice.
+* Align mode's prefill checkpoint block: Mamba2 mixers from 0.32 (``mamba_mixer2.py``, ``get_kv_cache_spec``
+  sets ``num_prefill_checkpoint_blocks=1``; the field exists from 0.29 but no mixer sets it before 0.32); gated
+  delta net with FlashInfer's prefill, and its 64-token checkpoint grid, from 0.33 (``qwen_gdn_linear_attn.py``;
+  0.32's sets none). Read in each release's wheel (``vllm/v1/kv_cache_interface.py``, the mixers).
+* "GPU KV cache size" tokens: ``int(max concurrency x max_model_len)`` (``v1/core/kv_cache_utils.py``,
+  ``_report_kv_cache_config``, later ``get_kv_cache_capacity``) from 0.21; 0.20's source still prints
+  ``num_blocks // len(groups) x min block size``. Logs agree: v0.19.0 printed 290,864 tokens and 33.04x for
+  Qwen3.5-27B at 32K (vLLM issue #40691: 1,487 blocks // 4 groups x 784), v0.24.0 567,978 tokens and 4.33x for
+  Qwen3.6-35B-A3B at 128K (noonghunna/club-3090 issue #612: int(299 / 69 x 131,072)).
+* Sliding-window and chunked admission: ``VllmConfig.max_in_flight_tokens`` = ``max_concurrent_batches x
+  max_num_batched_tokens`` from 0.26 (``config/vllm.py``; 2 batches with async scheduling at pp 1, pp batches
+  otherwise); 0.13 to 0.25 reserve one batch (``SlidingWindowSpec.max_memory_usage_bytes`` adds
+  ``max_num_batched_tokens``), read in each release's wheel. In 0.33 the V2 model runner, its default, runs
+  pp + 1 batches at pp > 1 with async scheduling (on by default with the multiprocessing executor); 0.26 to 0.32
+  keep pp there (their V2 defaults were not traced).
 """
 
 from __future__ import annotations
@@ -47,13 +51,15 @@ from .errors import SizingInputError
 
 V1_ENGINE_SINCE = (0, 8)
 UTILIZATION_092_SINCE = (0, 11)
-ASYNC_IN_FLIGHT_SINCE = (0, 14)
+ASYNC_IN_FLIGHT_SINCE = (0, 26)
+V2_RUNNER_PP_IN_FLIGHT_SINCE = (0, 33)
 LEAN_ACTIVATION_SINCE = (0, 17)
 NON_TORCH_025_SINCE = (0, 18)
 CUDA_GRAPH_RESERVE_SINCE = (0, 21)
 HYBRID_PREFIX_CACHING_SINCE = (0, 28)
-PREFILL_CHECKPOINT_SINCE = (0, 33)
-CONCURRENCY_REPORTED_TOKENS_SINCE = (0, 24)
+MAMBA2_PREFILL_CHECKPOINT_SINCE = (0, 32)
+GDN_PREFILL_CHECKPOINT_SINCE = (0, 33)
+CONCURRENCY_REPORTED_TOKENS_SINCE = (0, 21)
 # The newest vLLM release whose rules kvdash documents: what "latest" means.
 LATEST_RELEASE = (0, 33)
 
@@ -77,8 +83,10 @@ class EngineRules:
     cuda_graph_reserve: bool = False
     # Hybrid (state-layer) models; see the module docstring.
     hybrid_prefix_caching: bool = True
-    prefill_checkpoint: bool = True
+    mamba2_prefill_checkpoint: bool = True
+    gdn_prefill_checkpoint: bool = True
     concurrency_reported_tokens: bool = True
+    pp_plus_one_in_flight: bool = True
 
 
 def engine_rules(engine_version: object) -> EngineRules:
@@ -112,6 +120,8 @@ def engine_rules(engine_version: object) -> EngineRules:
         non_torch_025=version >= NON_TORCH_025_SINCE,
         cuda_graph_reserve=version >= CUDA_GRAPH_RESERVE_SINCE,
         hybrid_prefix_caching=version >= HYBRID_PREFIX_CACHING_SINCE,
-        prefill_checkpoint=version >= PREFILL_CHECKPOINT_SINCE,
+        mamba2_prefill_checkpoint=version >= MAMBA2_PREFILL_CHECKPOINT_SINCE,
+        gdn_prefill_checkpoint=version >= GDN_PREFILL_CHECKPOINT_SINCE,
         concurrency_reported_tokens=version >= CONCURRENCY_REPORTED_TOKENS_SINCE,
+        pp_plus_one_in_flight=version >= V2_RUNNER_PP_IN_FLIGHT_SINCE,
     )

@@ -570,7 +570,10 @@ def _state_layout(
     align = bool(inputs.enable_prefix_caching)
     flashinfer = gdn_flashinfer_prefill(inputs.gpu.name + " " + inputs.gpu.slug, model.state)
     checkpoint = align and has_prefill_checkpoint(
-        model.state, gdn_flashinfer=flashinfer, checkpoint_rule=rules.prefill_checkpoint
+        model.state,
+        gdn_flashinfer=flashinfer,
+        mamba2_rule=rules.mamba2_prefill_checkpoint,
+        gdn_rule=rules.gdn_prefill_checkpoint,
     )
     alignment = GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if checkpoint and model.state.kind == "gdn" else 1
     page = state_page_bytes(model.state, tp, speculative, int(STATE_DTYPE_BYTES[shape.dtype]))
@@ -635,11 +638,15 @@ def _in_flight_tokens(inputs: PlanInputs, rules: EngineRules, assumptions: list[
     batched, pp = inputs.max_num_batched_tokens, inputs.pipeline_parallel_size
     assert batched is not None
     if rules.async_in_flight:
-        in_flight = batched * (2 if pp == 1 else pp)
-        source = "max_concurrent_batches x max_num_batched_tokens (2 with async scheduling at pp 1)"
+        batches = 2 if pp == 1 else pp + 1 if rules.pp_plus_one_in_flight else pp
+        in_flight = batched * batches
+        source = (
+            "max_concurrent_batches x max_num_batched_tokens (2 with async scheduling at pp 1; pp + 1 at pp > 1 "
+            "under 0.33's V2 model runner): vllm/config/vllm.py, max_in_flight_tokens"
+        )
     else:
         in_flight = batched
-        source = f"max_num_batched_tokens (engine {rules.label}, before async scheduling)"
+        source = f"max_num_batched_tokens (engine {rules.label}: one batch, before max_in_flight_tokens in 0.26)"
     if inputs.model.is_hybrid or inputs.model.layer_groups[0].kind != "full":
         assumptions.append(Assumption("in_flight_tokens", str(in_flight), source))
     return in_flight

@@ -82,12 +82,13 @@ def state_page_bytes(state: StateSpec, tp: int, num_speculative_tokens: int, mod
     return sum(elements * size for elements, size in tensors)
 
 
-def has_prefill_checkpoint(state: StateSpec, *, gdn_flashinfer: bool, checkpoint_rule: bool) -> bool:
-    """Whether align mode adds a prefill checkpoint block (vLLM 0.33: Mamba2 mixers always, GDN only
-    with FlashInfer's prefill kernel; ``mamba_mixer2.py`` and ``qwen_gdn_linear_attn.py``)."""
-    if not checkpoint_rule:
-        return False
-    return state.kind == "mamba2" or (state.kind == "gdn" and gdn_flashinfer)
+def has_prefill_checkpoint(state: StateSpec, *, gdn_flashinfer: bool, mamba2_rule: bool, gdn_rule: bool) -> bool:
+    """Whether align mode adds a prefill checkpoint block: Mamba2 mixers always (``mamba_mixer2.py``, from
+    0.32), GDN only with FlashInfer's prefill kernel (``qwen_gdn_linear_attn.py``, from 0.33); ``*_rule`` say
+    whether the engine release has them (engine.py)."""
+    if state.kind == "mamba2":
+        return mamba2_rule
+    return state.kind == "gdn" and gdn_flashinfer and gdn_rule
 
 
 def state_blocks_per_request(*, align: bool, num_speculative_tokens: int, checkpoint: bool) -> int:

@@ -127,9 +127,19 @@ def test_older_engine_admits_sliding_windows_with_one_batch_in_flight():
     assert plan.kv_groups[0].worst_case_blocks == math.ceil((127 + 8192) / 16) + 1 == 521
 
 
-def test_pipeline_parallel_in_flight_is_pp_batches():
+def test_pipeline_parallel_in_flight_is_pp_plus_one_batches_on_0_33():
+    """vLLM 0.33 (config/vllm.py, max_concurrent_batches): the V2 model runner, its default, keeps async scheduling
+    at pp > 1 and runs pp + 1 batches: 3 x 4,096 at pp 2. 0.26-0.32 are planned with pp batches."""
     plan = _plan(MODELS["gpt-oss-20b"], pipeline_parallel_size=2, max_num_batched_tokens=4096, kv_cache_memory_gib=5)
-    assert plan.in_flight_tokens == 2 * 4096
+    assert plan.in_flight_tokens == 3 * 4096
+    older = _plan(
+        MODELS["gpt-oss-20b"],
+        pipeline_parallel_size=2,
+        max_num_batched_tokens=4096,
+        kv_cache_memory_gib=5,
+        engine_version="0.32",
+    )
+    assert older.in_flight_tokens == 2 * 4096
 
 
 def test_gemma3_hybrid_grouping_uses_the_smaller_layer_count():
