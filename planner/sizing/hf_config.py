@@ -289,8 +289,6 @@ def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
     if cfg.get("block_configs") is not None:
         # Nemotron-NAS (DeciLM): per-layer block configs, some layers without attention or with other widths.
         return {"block_configs": "per-layer block configs (Nemotron-NAS / DeciLM) are not supported yet"}
-    if model_type.startswith("falcon_h1"):
-        return {"model_type": "falcon_h1: layers with attention and Mamba side by side are not supported yet"}
     if cfg.get("linear_attn_config") is not None:
         return {"linear_attn_config": "Kimi linear attention (KDA) layers are not supported yet"}
     attn_types = cfg.get("attn_type_list")
@@ -449,6 +447,28 @@ def _state_spec(cfg: Mapping[str, Any], errors: dict[str, str], model_type: str,
             state_size=need("ssm_state_size"),
             conv_kernel=need("conv_kernel", 4),
             ssm_dtype=_state_dtype(cfg, errors, "mamba_ssm_cache_dtype") or "float32",
+        )
+    elif cfg.get("mamba_n_heads") is not None and model_type.startswith("falcon_h1"):
+        # Falcon-H1 (falcon_h1.py, get_mamba_state_shape_from_config): Mamba2 with mamba_d_ssm channels, or
+        # int(mamba_expand x hidden) without it; mamba_d_head "auto" is mamba_d_ssm // mamba_n_heads
+        # (transformers' FalconH1Config). Both states in the model dtype (mamba2_state_dtype, no model default).
+        expand = cfg.get("mamba_expand", 2)
+        if cfg.get("mamba_d_ssm") is None and (
+            isinstance(expand, bool) or not isinstance(expand, (int, float)) or not 0 < expand <= 64
+        ):
+            errors["mamba_expand"] = f"{expand!r}: expected a number from 0 to 64"
+            expand = 2
+        inner = need("mamba_d_ssm") if cfg.get("mamba_d_ssm") is not None else int(float(expand) * hidden)
+        heads = need("mamba_n_heads")
+        head_dim = inner // heads if cfg.get("mamba_d_head", "auto") == "auto" and heads else need("mamba_d_head")
+        spec = StateSpec(
+            kind="mamba2",
+            intermediate_size=inner,
+            n_groups=need("mamba_n_groups", 1),
+            num_heads=heads,
+            head_dim=head_dim,
+            state_size=need("mamba_d_state"),
+            conv_kernel=need("mamba_d_conv", 4),
         )
     elif cfg.get("mamba_n_heads") is not None:
         # Granite 4.0-H (granitemoehybrid.py): Mamba2 with mamba_expand x hidden channels.
@@ -714,7 +734,10 @@ def model_spec_from_hf_config(
         cached_kv_heads = kv_heads
     kinds = _layer_kinds(cfg, errors, layers, model_type)
     state = None
-    if any(kind == "state" for kind, _ in kinds):
+    # Falcon-H1 (falcon_h1.py, FalconH1ParallelHybrid): every decoder layer runs attention and a Mamba2 mixer side
+    # by side; vLLM registers the mixers as layers num_hidden_layers + i, so the KV cache has 2 x N layers.
+    parallel_hybrid = model_type.startswith("falcon_h1")
+    if any(kind == "state" for kind, _ in kinds) or parallel_hybrid:
         state = _state_spec(cfg, errors, model_type, hidden)
     elif not errors:
         signal = next((key for key in _STATE_SIGNALS if cfg.get(key) is not None), None)
@@ -809,6 +832,11 @@ def model_spec_from_hf_config(
         tower = config.get(key) if isinstance(config, Mapping) else None
         if isinstance(tower, Mapping):
             towers += tower_params(tower)
+    if parallel_hybrid and state is not None:
+        mixers = layers * state_mixer_params(state, hidden, conv_bias=cfg.get("mamba_conv_bias") is not False)
+        count = dataclasses.replace(
+            count, total=count.total + mixers, active=count.active + mixers, state=count.state + mixers
+        )
     if towers:
         count = dataclasses.replace(count, total=count.total + towers, active=count.active + towers)
         if estimating:
@@ -834,9 +862,14 @@ def model_spec_from_hf_config(
         active = count.active
     expert_share = count.routed_experts / count.total if count.total else 0.0
     unquantized_share = _unquantized_params(count, excluded_modules, kinds) / count.total if count.total else 0.0
+    if parallel_hybrid:
+        # Attention and Mamba alternate so that pipeline stages split whole decoder layers (kv_cache.pipeline_stages
+        # over 2 x N entries gives each stage N / pp of each when pp divides N; inputs.py refuses other pp).
+        groups, pattern = _groups([kind for _ in range(layers) for kind in (("full", None), ("state", None))])
+        notes.append(f"Falcon-H1: {layers} decoder layers, each with an attention and a Mamba2 cache layer")
     return ModelSpec(
         name=name or (hf_id or model_type or "custom model"),
-        num_layers=layers,
+        num_layers=2 * layers if parallel_hybrid else layers,
         num_attention_heads=heads,
         num_kv_heads=cached_kv_heads,
         head_size=head_size,
@@ -867,6 +900,7 @@ def model_spec_from_hf_config(
         state=state,
         num_mtp_layers=mtp_layers,
         indexer_bytes_per_token=indexer_bytes,
+        parallel_hybrid=parallel_hybrid,
     )
 
 

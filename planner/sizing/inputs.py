@@ -96,6 +96,12 @@ def _check_model_parallel(model: ModelSpec, tp: int, pp: int, errors: dict[str, 
             )
     if pp > model.num_layers:
         errors["pipeline_parallel_size"] = f"{pp} stages for {model.num_layers} layers"
+    elif model.parallel_hybrid and (model.num_layers // 2) % pp:
+        # vLLM splits the decoder layers (get_pp_indices), each with its attention and Mamba cache layer; only an
+        # even split is modelled.
+        errors["pipeline_parallel_size"] = (
+            f"{pp} does not divide the {model.num_layers // 2} decoder layers (attention and Mamba side by side)"
+        )
 
 
 def resolve_inputs(inputs: PlanInputs) -> Resolved:

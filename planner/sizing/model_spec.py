@@ -120,6 +120,9 @@ class ModelSpec:
     # DeepSeek-V4's compressed attention: its caches replace the per-layer KV of ``layer_groups`` (whose
     # "full" layers are the compressed ones, "sliding_window" the window-only ones); None for other models.
     compressed_attention: CompressedAttention | None = None
+    # Falcon-H1: each decoder layer holds an attention and a state cache layer, alternating in layer_pattern, so
+    # num_layers counts cache layers (2 per decoder layer), as vLLM numbers them.
+    parallel_hybrid: bool = False
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from planner.models import ModelProfile
+from tests.planner.sizing.test_sizing_falcon_h1 import FALCON_H1_TINY
 
 IMPORT = "/api/v1/models/import/"
 SIZE = "/api/v1/size/"
@@ -111,3 +112,19 @@ def test_an_hf_quant_config_inside_the_config_sizes_nvfp4_weights(anon, catalog)
     assert plan["inputs"]["model"]["quantization"] == "nvfp4"
     assert plan["inputs"]["model"]["num_params"] == 31_577_940_288
     assert plan["weights_bytes"] == 19_311_460_908
+
+
+def test_falcon_h1_parallel_hybrid_plans_through_the_api(anon, catalog) -> None:
+    """Falcon-H1-Tiny-90M's fields (tests/planner/sizing/test_sizing_falcon_h1.py), H100, 40 GiB, 262,144 tokens.
+    Attention 2 x 64 x 2 x 2 = 512 B a token a layer; Mamba2 page conv (3, 768 + 2 x 64 = 896) + ssm (24, 32, 64),
+    bf16: 5,376 + 98,304 = 103,680 B; block 16 x cdiv(103,680, 16 x 512) = 208; 24 + 24 layers in one group each:
+    24 x 208 x 512 = 2,555,904 B a block, 16,804 blocks; per request cdiv(262,144, 208) = 1,261 + 3 (align mode:
+    running, cached, prefill checkpoint) = 1,264; int(16,804 x 262,144 / 1,264) = 3,485,021 tokens."""
+    body = {"gpu": "h100-sxm", "kv_cache_memory_gib": 40, "model_config": FALCON_H1_TINY}
+    response = anon.post(SIZE, json.dumps(body), content_type="application/json")
+
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    assert (plan["block_size"], plan["num_gpu_blocks"]) == (208, 16_804)
+    assert plan["worst_case_blocks_per_request"] == 1_264
+    assert plan["reported_kv_cache_tokens"] == 3_485_021
