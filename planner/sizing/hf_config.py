@@ -14,6 +14,14 @@ from typing import Any
 
 from .compressed_attention import COMPRESSOR_BLOCK_SIZES, HEAD_DIM, INDEXER_RATIO, ROPE_HEAD_DIM, CompressedAttention
 from .errors import SizingInputError
+from .kimi_linear import (
+    kda_layer_kinds,
+    kda_mixer_params,
+    kda_state_spec,
+    kimi_moe_shape,
+    kimi_quantization,
+    mla_output_gate_params,
+)
 from .model_spec import LayerGroup, ModelSpec, StateSpec
 from .params import (
     MlaShape,
@@ -289,8 +297,6 @@ def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
     if cfg.get("block_configs") is not None:
         # Nemotron-NAS (DeciLM): per-layer block configs, some layers without attention or with other widths.
         return {"block_configs": "per-layer block configs (Nemotron-NAS / DeciLM) are not supported yet"}
-    if cfg.get("linear_attn_config") is not None:
-        return {"linear_attn_config": "Kimi linear attention (KDA) layers are not supported yet"}
     attn_types = cfg.get("attn_type_list")
     if isinstance(attn_types, list) and any(value == 0 for value in attn_types):
         # MiniMax: 0 marks a lightning (linear) attention layer, 1 softmax attention (MiniMax-M2 is all 1).
@@ -311,6 +317,9 @@ def _layer_kinds(
     sliding = _optional_int(cfg, errors, "sliding_window")
     chunk = _optional_int(cfg, errors, "attention_chunk_size")
     full: tuple[str, int | None] = ("full", None)
+    if cfg.get("linear_attn_config") is not None:
+        # Kimi Linear / Kimi-K3: 1-based kda_layers are KDA state layers, the others MLA (kimi_linear.py).
+        return kda_layer_kinds(cfg, errors, num_layers)
 
     pattern = cfg.get("hybrid_override_pattern")
     if pattern is not None:
@@ -422,6 +431,8 @@ def _state_spec(cfg: Mapping[str, Any], errors: dict[str, str], model_type: str,
             return 0
         return value
 
+    if cfg.get("linear_attn_config") is not None:
+        return kda_state_spec(cfg, errors)  # Kimi delta attention (kimi_linear.py)
     if cfg.get("linear_num_value_heads") is not None or cfg.get("linear_key_head_dim") is not None:
         # Gated delta net (qwen3_next.py / qwen3_5.py get_mamba_state_shape_from_config); Qwen3.5's
         # config names the recurrent state's dtype (mamba_ssm_dtype, model_executor/models/config.py).
@@ -533,7 +544,17 @@ def _moe_shape(
     if not num_experts or num_experts < 2:
         return None
     top_k_key = next(
-        (key for key in ("num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_top_k") if key in cfg),
+        (
+            key
+            for key in (
+                "num_experts_per_tok",
+                "experts_per_token",
+                "top_k_experts",
+                "moe_top_k",
+                "num_experts_per_token",
+            )
+            if key in cfg
+        ),
         "num_experts_per_tok",
     )
     top_k = _optional_int(cfg, errors, top_k_key, maximum=_LIMITS["experts"])
@@ -550,6 +571,17 @@ def _moe_shape(
     shared_gate = False
     expert_hidden = 0
     latent_projections = 0
+    if cfg.get("linear_attn_config") is not None:  # Kimi Linear / Kimi-K3 (KimiMoE, kimi_linear.py)
+        return kimi_moe_shape(
+            cfg,
+            errors,
+            num_layers=num_layers,
+            num_experts=num_experts,
+            top_k=top_k,
+            expert_intermediate=expert_inter,
+            dense_intermediate=intermediate,
+            hidden_size=_optional_int(cfg, errors, "hidden_size") or 0,
+        )
     if model_type.startswith("gemma4"):
         # Gemma 4 MoE (enable_moe_block): experts on every layer beside a dense MLP of intermediate_size,
         # counted like an always-on shared expert.
@@ -707,6 +739,8 @@ def model_spec_from_hf_config(
     head_dim = _optional_int(cfg, errors, "head_dim", maximum=_LIMITS["head_dim"])
     dtype = _model_dtype(cfg, errors, notes)
     quantization, excluded_modules = _quantization(cfg, errors, notes, hf_quant_config)
+    if cfg.get("linear_attn_config") is not None:
+        quantization = kimi_quantization(config, cfg, quantization, errors)
     tie = _optional_bool(cfg, errors, "tie_word_embeddings")
     if errors:
         raise SizingInputError(errors)
@@ -820,13 +854,24 @@ def model_spec_from_hf_config(
         if model_type == "nemotron_h" or state is not None
         else (),
         mlps=_nemotron_mlps(cfg) if model_type == "nemotron_h" else (),
-        state_params=state_mixer_params(state, hidden, conv_bias=cfg.get("use_conv_bias") is not False)
-        if state is not None
-        else 0,
+        state_params=(
+            kda_mixer_params(cfg, hidden)
+            if state is not None and state.kind == "kda"
+            else state_mixer_params(state, hidden, conv_bias=cfg.get("use_conv_bias") is not False)
+            if state is not None
+            else 0
+        ),
         gated_mlp=model_type != "nemotron_h",
         attention_output_gate=model_type.startswith(("qwen3_next", "qwen3_5"))
         and cfg.get("attn_output_gate", True) is not False,
     )
+    gate = mla_output_gate_params(cfg, hidden, heads) if cfg.get("linear_attn_config") is not None else 0
+    if gate:
+        # Kimi's MLA output gate (mla_use_output_gate), one projection per MLA layer.
+        gates = gate * sum(1 for kind, _ in kinds if kind == "full")
+        count = dataclasses.replace(
+            count, total=count.total + gates, active=count.active + gates, attention=count.attention + gates
+        )
     towers = 0
     for key in ("vision_config", "audio_config"):
         tower = config.get(key) if isinstance(config, Mapping) else None

@@ -12,7 +12,7 @@ from .validation import MAX_LAYERS, as_choice, as_int
 # "none": a layer without any cache (Nemotron-H's MLP and MoE layers), kept so pipeline stages split right.
 LAYER_KINDS = ("full", "sliding_window", "chunked_local", "state", "none")
 ATTENTION_LAYER_KINDS = ("full", "sliding_window", "chunked_local")
-STATE_KINDS = ("mamba1", "mamba2", "gdn", "linear")
+STATE_KINDS = ("mamba1", "mamba2", "gdn", "linear", "kda")
 STATE_DTYPES = ("bfloat16", "float16", "float32")
 ATTENTION_KINDS = ("MHA", "GQA", "MQA", "MLA")
 MODEL_DTYPES = ("bfloat16", "float16", "float32")
@@ -40,8 +40,11 @@ class StateSpec:
     ``mamba2`` uses ``intermediate_size``, ``n_groups``, ``num_heads``, ``head_dim``, ``state_size``,
     ``conv_kernel``; ``mamba1`` uses ``intermediate_size``, ``state_size``, ``conv_kernel``; ``gdn`` (gated
     delta net) uses ``num_k_heads``, ``head_k_dim``, ``num_heads`` (value heads), ``head_dim`` (value head
-    dim), ``conv_kernel``; ``linear`` uses ``num_heads`` and ``head_dim``. ``conv_dtype`` ``None`` follows the
-    model dtype (``mamba_cache_dtype=auto``); ``ssm_dtype`` ``None`` follows the conv dtype.
+    dim), ``conv_kernel``; ``linear`` uses ``num_heads`` and ``head_dim``; ``kda`` (Kimi delta attention,
+    ``kda_state_shape``) uses ``num_heads``, ``head_dim`` (keys as wide as values) and ``conv_kernel``.
+    ``conv_dtype`` ``None`` follows the model dtype (``mamba_cache_dtype=auto``); ``ssm_dtype`` ``None``
+    follows the conv dtype. ``flashkda``: a KDA layer that prefills on FlashKDA where the GPU allows, which
+    exports align-mode prefill checkpoints (kimi_linear.py).
     """
 
     kind: str
@@ -55,6 +58,7 @@ class StateSpec:
     head_k_dim: int = 0
     conv_dtype: str | None = None
     ssm_dtype: str | None = None
+    flashkda: bool = False
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}

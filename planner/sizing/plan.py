@@ -38,11 +38,13 @@ from .model_spec import ATTENTION_LAYER_KINDS, LayerGroup, ModelSpec
 from .speed import Estimates, SpeedModel, estimate
 from .state_cache import (
     GDN_FLASHINFER_CHECKPOINT_ALIGNMENT,
+    KDA_FLASHKDA_CHECKPOINT_ALIGNMENT,
     MLA_HYBRID_KERNEL_BLOCK,
     STATE_DTYPE_BYTES,
     gdn_flashinfer_prefill,
     has_prefill_checkpoint,
     hybrid_block_size,
+    kda_flashkda_prefill,
     state_blocks_per_request,
     state_page_bytes,
 )
@@ -569,13 +571,17 @@ def _state_layout(
     tp, speculative = inputs.tensor_parallel_size, inputs.num_speculative_tokens
     align = bool(inputs.enable_prefix_caching)
     flashinfer = gdn_flashinfer_prefill(inputs.gpu.name + " " + inputs.gpu.slug, model.state)
+    flashkda = kda_flashkda_prefill(inputs.gpu.name + " " + inputs.gpu.slug, model.state, shape.dtype)
     checkpoint = align and has_prefill_checkpoint(
         model.state,
         gdn_flashinfer=flashinfer,
         mamba2_rule=rules.mamba2_prefill_checkpoint,
         gdn_rule=rules.gdn_prefill_checkpoint,
+        kda_flashkda=flashkda,
     )
     alignment = GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if checkpoint and model.state.kind == "gdn" else 1
+    if checkpoint and model.state.kind == "kda":
+        alignment = KDA_FLASHKDA_CHECKPOINT_ALIGNMENT
     page = state_page_bytes(model.state, tp, speculative, int(STATE_DTYPE_BYTES[shape.dtype]))
     blocks = state_blocks_per_request(align=align, num_speculative_tokens=speculative, checkpoint=checkpoint)
     block_size = hybrid_block_size(
@@ -591,7 +597,7 @@ def _state_layout(
             "block_size",
             f"{block_size} (asked {inputs.block_size}): one attention page ({shape.per_layer:,} B x {block_size}) "
             f"holds a state page ({page:,} B per rank); kernel block {kernel}"
-            + (f", lcm with the {alignment}-token GDN checkpoint grid" if alignment > 1 else ""),
+            + (f", lcm with the {alignment}-token {model.state.kind.upper()} checkpoint grid" if alignment > 1 else ""),
             "vllm/platforms/interface.py (_align_hybrid_block_size)",
         )
     )

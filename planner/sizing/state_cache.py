@@ -30,6 +30,9 @@ MLA_HYBRID_KERNEL_BLOCK = 128
 # FlashInfer's GDN prefill exports checkpoints on a 64-token grid (``v1/attention/backends/gdn_attn.py``,
 # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), which the align-mode block size must be a multiple of.
 GDN_FLASHINFER_CHECKPOINT_ALIGNMENT = 64
+# FlashKDA's prefill checkpoints land on a 16-token grid (model_executor/layers/mamba/kda_checkpoint.py,
+# kda_prefill_checkpoint_alignment).
+KDA_FLASHKDA_CHECKPOINT_ALIGNMENT = 16
 
 
 def _divide(errors: dict[str, str], field: str, value: int, tp: int) -> int:
@@ -69,6 +72,14 @@ def state_tensors(
         conv = _divide(errors, "conv dim", conv_dim, tp) * (state.conv_kernel - 1 + spec)
         ssm = _divide(errors, "value heads", state.num_heads, tp) * state.head_dim * state.head_k_dim
         tensors = ((conv, conv_bytes), (ssm, ssm_bytes))
+    elif state.kind == "kda":
+        # kda_state_shape with num_k_heads = num_heads and head_k_dim = head_dim (its defaults, as both Kimi
+        # layers call it): conv (heads x head_dim + 2 x heads x head_dim) / tp by kernel - 1 + spec,
+        # recurrent (heads / tp, head_dim, head_dim).
+        conv_dim = 3 * state.num_heads * state.head_dim
+        conv = _divide(errors, "conv dim", conv_dim, tp) * (state.conv_kernel - 1 + spec)
+        ssm = _divide(errors, "heads", state.num_heads, tp) * state.head_dim * state.head_dim
+        tensors = ((conv, conv_bytes), (ssm, ssm_bytes))
     else:  # linear attention: one (heads / tp, head_dim, head_dim) state in the conv dtype
         tensors = ((_divide(errors, "heads", state.num_heads, tp) * state.head_dim * state.head_dim, conv_bytes),)
     if errors:
@@ -82,12 +93,17 @@ def state_page_bytes(state: StateSpec, tp: int, num_speculative_tokens: int, mod
     return sum(elements * size for elements, size in tensors)
 
 
-def has_prefill_checkpoint(state: StateSpec, *, gdn_flashinfer: bool, mamba2_rule: bool, gdn_rule: bool) -> bool:
+def has_prefill_checkpoint(
+    state: StateSpec, *, gdn_flashinfer: bool, mamba2_rule: bool, gdn_rule: bool, kda_flashkda: bool = False
+) -> bool:
     """Whether align mode adds a prefill checkpoint block: Mamba2 mixers always (``mamba_mixer2.py``, from
-    0.32), GDN only with FlashInfer's prefill kernel (``qwen_gdn_linear_attn.py``, from 0.33); ``*_rule`` say
-    whether the engine release has them (engine.py)."""
+    0.32), GDN only with FlashInfer's prefill kernel (``qwen_gdn_linear_attn.py``, from 0.33), KDA only on
+    FlashKDA (``models/kimi_k3/nvidia/kda.py``, ``get_kv_cache_spec``; read in 0.33, so under the 0.33 rule);
+    ``*_rule`` say whether the engine release has them (engine.py)."""
     if state.kind == "mamba2":
         return mamba2_rule
+    if state.kind == "kda":
+        return kda_flashkda and gdn_rule
     return state.kind == "gdn" and gdn_flashinfer and gdn_rule
 
 
@@ -136,3 +152,30 @@ def gdn_flashinfer_prefill(gpu_name: str, state: StateSpec) -> bool:
     if any(tag in name for tag in _HOPPER):
         return True
     return state.head_k_dim == 128 and any(tag in name for tag in _BLACKWELL)
+
+
+_AMD = ("mi300", "mi325", "mi350", "mi355", "instinct", "amd", "radeon")
+
+
+def kda_flashkda_prefill(gpu_name: str, state: StateSpec, model_dtype: str) -> bool:
+    """Whether vLLM 0.33 prefills this KDA layer on FlashKDA (``models/kimi_k3/nvidia/kda.py``,
+    ``resolve_kda_prefill_backend`` with backend ``auto``, ``is_flashkda_supported``): CUDA compute capability
+    9.x, 10.x or 12.x (Hopper, Blackwell), bfloat16 activations, 128-wide heads, a bounded gate (``state.flashkda``);
+    Triton elsewhere (Ampere, Ada). Only FlashKDA exports prefill checkpoints.
+
+    Raises ``SizingInputError`` on ROCm GPUs: vLLM runs Kimi-K3 there through ``models/kimi_k3/amd/``, whose
+    checkpoint block depends on which aiter prefill kernel the installation has (gluon or fused)."""
+    if state.kind != "kda":
+        return False
+    name = gpu_name.lower()
+    if any(tag in name for tag in _AMD):
+        raise SizingInputError(
+            {
+                "gpu": f"{gpu_name.strip()!r}: Kimi delta attention on ROCm (vllm/models/kimi_k3/amd/kda.py) adds a "
+                "prefill checkpoint block only with the aiter 'fused' prefill kernel, which depends on the "
+                "installation; not sized"
+            }
+        )
+    if not state.flashkda or model_dtype != "bfloat16":
+        return False
+    return any(tag in name for tag in (*_HOPPER, *_BLACKWELL))

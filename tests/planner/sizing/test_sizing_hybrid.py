@@ -282,7 +282,8 @@ def test_every_test_config_plans_or_names_what_is_unsupported(name):
     )
     raw = config(name)
     fields = {**raw, **raw.get("text_config", {})}
-    if any(key in fields for key in ("linear_num_value_heads", "hybrid_override_pattern", "mamba_num_heads")):
+    state_keys = ("linear_num_value_heads", "hybrid_override_pattern", "mamba_num_heads", "linear_attn_config")
+    if any(key in fields for key in state_keys):
         assert model.num_state_layers > 0
         assert any(group.kind == "state" for group in plan.kv_groups)
         assert plan.state_blocks_per_request > 0
