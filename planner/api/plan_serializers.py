@@ -30,6 +30,9 @@ class LayerGroupSerializer(serializers.Serializer):
         allow_null=True, help_text="This group's own head size (Gemma 4); null: the model's."
     )
     num_kv_heads = serializers.IntegerField(allow_null=True, help_text="This group's own KV heads; null: the model's.")
+    head_size_v = serializers.IntegerField(
+        allow_null=True, help_text="This group's V head size where it differs from K's (MiMo-V2); null: K's."
+    )
 
 
 class StateSpecSerializer(serializers.Serializer):
