@@ -30,6 +30,9 @@ class LayerGroupSerializer(serializers.Serializer):
         allow_null=True, help_text="This group's own head size (Gemma 4); null: the model's."
     )
     num_kv_heads = serializers.IntegerField(allow_null=True, help_text="This group's own KV heads; null: the model's.")
+    head_size_v = serializers.IntegerField(
+        allow_null=True, help_text="This group's V head size where it differs from K's (MiMo-V2); null: K's."
+    )
 
 
 class StateSpecSerializer(serializers.Serializer):
@@ -126,6 +129,12 @@ class ModelSpecSerializer(serializers.Serializer):
     )
     compressed_attention = CompressedAttentionSerializer(
         allow_null=True, help_text="DeepSeek-V4's caches (compress ratios, window, indexer); null for other models."
+    )
+    parallel_hybrid = serializers.BooleanField(
+        help_text=(
+            "Falcon-H1: every decoder layer holds an attention and a Mamba2 cache layer, so num_layers counts "
+            "two per decoder layer."
+        )
     )
 
 

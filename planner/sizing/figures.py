@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from . import compressed_attention
 from .kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes, pipeline_stages, request_blocks, stage_groups
+from .model_spec import ATTENTION_LAYER_KINDS
 
 if TYPE_CHECKING:
     from .model_spec import ModelSpec
@@ -33,7 +34,12 @@ def kv_bytes_per_token(model: ModelSpec, kv_cache_dtype: str = "bfloat16", tenso
     if model.compressed_attention is not None:
         return compressed_attention.bytes_per_token(compressed_attention.packed_cache(model.compressed_attention))
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
-    return model.num_attention_layers * kv_bytes_per_token_per_layer(model, tensor_parallel_size, element)
+    # Per layer group: groups with their own shape (Gemma 4's full layers, MiMo-V2's V heads) cost their own.
+    return sum(
+        group.num_layers * kv_bytes_per_token_per_layer(model, tensor_parallel_size, element, group=group)
+        for group in model.layer_groups
+        if group.kind in ATTENTION_LAYER_KINDS
+    )
 
 
 def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtype: str, context_tokens: int) -> int:

@@ -22,6 +22,7 @@ from .kimi_linear import (
     kimi_quantization,
     mla_output_gate_params,
 )
+from .mimo_v2 import is_mimo_v2, mimo_v2_spec
 from .model_spec import LayerGroup, ModelSpec, StateSpec
 from .params import (
     MlaShape,
@@ -301,12 +302,6 @@ def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
     if isinstance(attn_types, list) and any(value == 0 for value in attn_types):
         # MiniMax: 0 marks a lightning (linear) attention layer, 1 softmax attention (MiniMax-M2 is all 1).
         return {"attn_type_list": "MiniMax lightning-attention (0) layers are not supported yet"}
-    if cfg.get("hybrid_layer_pattern") is not None or cfg.get("swa_num_key_value_heads") is not None:
-        # MiMo-V2-Flash: sliding layers with their own KV heads and a V head size unlike K's.
-        return {
-            "hybrid_layer_pattern": "MiMo-V2 sliding-window layers with their own KV heads and V head size "
-            "are not supported yet"
-        }
     return {}
 
 
@@ -704,6 +699,24 @@ def model_spec_from_hf_config(
             hf_id=hf_id,
             slug=slug,
             hf_quant_given=hf_quant_config is not None,
+        )
+
+    if is_mimo_v2(cfg):
+        # MiMo-V2-Flash: sliding layers with their own KV heads, V heads unlike K's (mimo_v2.py).
+        dtype = _model_dtype(cfg, errors, notes)
+        quantization, _ = _quantization(cfg, errors, notes, hf_quant_config)
+        if errors:
+            raise SizingInputError(errors)
+        return mimo_v2_spec(
+            cfg,
+            dtype=dtype,
+            quantization=quantization,
+            notes=notes,
+            name=name,
+            num_params=num_params,
+            num_active_params=num_active_params,
+            hf_id=hf_id,
+            slug=slug,
         )
 
     if _lookup(cfg, "num_hidden_layers")[1] is None and isinstance(cfg.get("layers_block_type"), list):

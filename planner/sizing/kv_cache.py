@@ -57,7 +57,8 @@ def kv_bytes_per_token_per_layer(
 ) -> int:
     """One attention layer, one token, one rank: ``2 * heads * head_size * e`` (K and V); MLA
     ``head_size * e``. A sparse-MLA model (DeepSeek V3.2) adds its indexer key, and with an fp8 cache
-    stores the latent as ``fp8_ds_mla`` (656 bytes). ``group``: a layer group with its own shape."""
+    stores the latent as ``fp8_ds_mla`` (656 bytes). ``group``: a layer group with its own shape; with a V
+    head unlike K's, ``heads * (head_size + head_size_v) * e`` (``AttentionSpec.state_content_size_bytes``)."""
     if model.attention_kind == "MLA":
         if model.indexer_bytes_per_token and kv_cache_dtype.startswith("fp8"):
             return FP8_DS_MLA_BYTES + model.indexer_bytes_per_token
@@ -65,6 +66,8 @@ def kv_bytes_per_token_per_layer(
     total_heads = group.num_kv_heads if group is not None and group.num_kv_heads else model.num_kv_heads
     head_size = group.head_size if group is not None and group.head_size else model.head_size
     heads = max(1, total_heads // tensor_parallel_size)
+    if group is not None and group.head_size_v:
+        return math.ceil(heads * (head_size + group.head_size_v) * element_bytes)
     return math.ceil(2 * heads * head_size * element_bytes)
 
 

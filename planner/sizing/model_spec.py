@@ -23,13 +23,16 @@ class LayerGroup:
     """Layers sharing one attention kind. ``window`` is the sliding window or the chunk, in tokens.
 
     ``head_size`` / ``num_kv_heads``: this group's own cached shape where it differs from the model's
-    (Gemma 4's full layers: ``global_head_dim`` and ``num_global_key_value_heads``); None = the model's."""
+    (Gemma 4's full layers: ``global_head_dim`` and ``num_global_key_value_heads``); None = the model's.
+    ``head_size_v``: the cached V head width where it differs from K's (MiMo-V2: K 192, V 128; vLLM's
+    ``AttentionSpec.head_size_v``); None = V as wide as K."""
 
     kind: str
     num_layers: int
     window: int | None = None
     head_size: int | None = None
     num_kv_heads: int | None = None
+    head_size_v: int | None = None
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def test_model_detail_has_config_and_derived_shape(anon, catalog) -> None:
     )
     assert shape["attention_kind"] == "GQA"
     assert shape["layer_groups"] == [
-        {"kind": "full", "num_layers": 32, "window": None, "head_size": None, "num_kv_heads": None}
+        {"kind": "full", "num_layers": 32, "window": None, "head_size": None, "num_kv_heads": None, "head_size_v": None}
     ]
     assert shape["kv_bytes_per_token_bf16"] == 2 * 32 * 8 * 128 * 2  # the figure everyone quotes: 128 KiB
     assert shape["num_params"] == 8_000_000_000

@@ -128,3 +128,35 @@ def test_falcon_h1_parallel_hybrid_plans_through_the_api(anon, catalog) -> None:
     assert (plan["block_size"], plan["num_gpu_blocks"]) == (208, 16_804)
     assert plan["worst_case_blocks_per_request"] == 1_264
     assert plan["reported_kv_cache_tokens"] == 3_485_021
+
+
+def test_mimo_v2_flash_plans_with_its_full_and_sliding_groups(anon, catalog) -> None:
+    """Derived in tests/planner/sizing/test_sizing_mimo_v2.py (test_tp4_on_h200_at_40_gib_and_64k): 9 full layers
+    (block 32 after page unification) and 39 sliding ones in 5 groups; 233,016 blocks, 7,213 per request,
+    2,117,140 tokens reported."""
+    raw = _raw("XiaomiMiMo--MiMo-V2-Flash")
+    body = (
+        '{"gpu": "h200", "tensor_parallel_size": 4, "max_model_len": 65536, "kv_cache_memory_gib": 40, '
+        f'"model_hf_id": "XiaomiMiMo/MiMo-V2-Flash", "model_config": {raw}}}'
+    )
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    assert plan["num_gpu_blocks"] == 233_016
+    assert plan["worst_case_blocks_per_request"] == 7_213
+    assert plan["reported_kv_cache_tokens"] == 2_117_140
+    assert [(group["kind"], group["num_groups"], group["block_size"]) for group in plan["kv_groups"]] == [
+        ("full", 1, 32),
+        ("sliding_window", 5, 16),
+    ]
+
+
+def test_a_malformed_mimo_v2_layer_pattern_is_a_400_naming_it(anon, catalog) -> None:
+    cfg = json.loads(_raw("XiaomiMiMo--MiMo-V2-Flash"))
+    cfg["hybrid_layer_pattern"] = cfg["hybrid_layer_pattern"][:-1]
+    body = json.dumps({"gpu": "h200", "tensor_parallel_size": 4, "kv_cache_memory_gib": 40, "model_config": cfg})
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert "hybrid_layer_pattern" in json.dumps(response.json())

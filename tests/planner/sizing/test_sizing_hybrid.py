@@ -241,7 +241,6 @@ def test_infinity_in_a_real_config_is_accepted():
 @pytest.mark.parametrize(
     ("name", "field"),
     [
-        ("XiaomiMiMo--MiMo-V2-Flash", "hybrid_layer_pattern"),
         ("nvidia--Llama-3_3-Nemotron-Super-49B-v1", "block_configs"),
     ],
 )
@@ -445,7 +444,6 @@ def test_glm5_deepseek_sparse_attention_layers_carry_the_indexer():
 @pytest.mark.parametrize(
     ("name", "field"),
     [
-        ("XiaomiMiMo--MiMo-V2-Flash", "hybrid_layer_pattern"),
         ("nvidia--Llama-3_3-Nemotron-Super-49B-v1", "block_configs"),
     ],
 )
