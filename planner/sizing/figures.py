@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import compressed_attention
-from .kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes, pipeline_stages, request_blocks, stage_groups
+from .kv_cache import (
+    group_bytes_per_token,
+    kv_bytes_per_token_per_layer,
+    kv_element_bytes,
+    pipeline_stages,
+    request_blocks,
+    stage_groups,
+    unified_block_sizes,
+)
 from .model_spec import ATTENTION_LAYER_KINDS
 
 if TYPE_CHECKING:
@@ -54,12 +62,27 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
         blocks = compressed_attention.request_blocks(packed, context_tokens, plan.in_flight_tokens)
         return packed.bytes_per_block * blocks
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
-    per_layer = kv_bytes_per_token_per_layer(model, inputs.tensor_parallel_size, element)
+    tp = inputs.tensor_parallel_size
+    group_bytes = group_bytes_per_token(model, tp, element, kv_cache_dtype)
+    block_sizes: tuple[int, ...] = ()
+    if not model.has_state and len({size for size in group_bytes if size}) > 1:
+        # Groups with their own shapes (Gemma 4's full layers, MiMo-V2's sliding ones): one page size for every
+        # layer slot once vLLM unifies them (unify_kv_cache_spec_page_size), smaller pages growing their block.
+        block_sizes = unified_block_sizes(group_bytes, plan.block_size)
+        slot_page = max(size * bytes_ for size, bytes_ in zip(block_sizes, group_bytes, strict=True))
+    else:
+        slot_page = plan.block_size * kv_bytes_per_token_per_layer(model, tp, element)
     worst = 0
     for layers in pipeline_stages(model.num_layers, inputs.pipeline_parallel_size):
         stage = stage_groups(model, layers)
         blocks = request_blocks(
-            model, stage, context_tokens, plan.block_size, plan.in_flight_tokens, plan.state_blocks_per_request or 1
+            model,
+            stage,
+            context_tokens,
+            plan.block_size,
+            plan.in_flight_tokens,
+            plan.state_blocks_per_request or 1,
+            block_sizes,
         )
-        worst = max(worst, blocks * stage.group_size * plan.block_size * per_layer)
+        worst = max(worst, blocks * stage.group_size * slot_page)
     return worst

@@ -46,3 +46,26 @@ def test_one_sequence_holds_whole_blocks():
     # 1,000 tokens -> 63 blocks of 16 (1,008 tokens) x 147,456 bytes.
     one = kv_bytes_per_sequence_per_gpu(model=MODELS["qwen3-8b"], plan=plan, kv_cache_dtype="auto", context_tokens=1000)
     assert one == 63 * 16 * 147_456
+
+
+def test_a_sequence_of_a_model_with_per_group_shapes_holds_unified_pages():
+    """MiMo-V2-Flash at tp 4 on an H200, 65,536 tokens (test_sizing_mimo_v2.py's derivation): one page size for
+    every layer slot once vLLM unifies them, 20,480 bytes (the full layers' block grown to 32); 9 slots a block;
+    7,213 blocks a request: 7,213 x 9 x 20,480 = 1,329,500,160 bytes on each GPU. Counting every layer at the
+    model-wide head shape (4 KV heads, 192) got this wrong."""
+    import json
+    from pathlib import Path
+
+    from planner.sizing import model_spec_from_hf_config
+
+    path = Path(__file__).parent / "data" / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.json"
+    model = model_spec_from_hf_config(json.loads(path.read_text(encoding="utf-8")))
+    plan = compute_plan(
+        PlanInputs(
+            model=model, gpu=GPUS["h200"], tensor_parallel_size=4, kv_cache_memory_gib=40, max_model_len=65_536
+        ),
+        advice=False,
+    )
+    assert (plan.page_size_bytes, plan.group_size, plan.worst_case_blocks_per_request) == (20_480, 9, 7_213)
+    held = kv_bytes_per_sequence_per_gpu(model=model, plan=plan, kv_cache_dtype="auto", context_tokens=65_536)
+    assert held == 1_329_500_160
