@@ -35,7 +35,7 @@ Read from vLLM 0.33.0's source (paths inside the ``vllm`` package):
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 # What vLLM 0.33's DeepSeek-V4 code hard-codes: its fp8_ds_mla state is 584 bytes for a 512-wide latent with a
@@ -138,6 +138,7 @@ def input_errors(
     pipeline_parallel_size: int,
     num_speculative_tokens: int,
     engine_version: tuple[int, int],
+    num_mtp_layers: int = 0,
 ) -> dict[str, str]:
     """The settings under which a compressed-attention plan would not be vLLM 0.33's exact answer, each
     naming the field and value (a refusal, never a plan that is silently wrong)."""
@@ -168,12 +169,29 @@ def input_errors(
         errors["pipeline_parallel_size"] = (
             f"{pipeline_parallel_size}: DeepSeek-V4's packed cache groups across pipeline stages are not modelled"
         )
-    if num_speculative_tokens:
+    if num_speculative_tokens and not num_mtp_layers:
         errors["num_speculative_tokens"] = (
-            f"{num_speculative_tokens}: DeepSeek-V4's MTP draft layers (their sliding caches and retained tokens) "
-            "are not modelled"
+            f"{num_speculative_tokens}: this DeepSeek-V4 config has no MTP layer (num_nextn_predict_layers), and "
+            "other drafters' caches are not modelled"
+        )
+    elif num_speculative_tokens > 1 and num_mtp_layers > 1:
+        # Several MTP modules read ahead: every sliding cache then retains num_speculative_tokens - 1 more tokens
+        # (v1/core/kv_cache_planning.py, extra_retained_tokens; config/speculative.py, use_multi_module_mtp).
+        errors["num_speculative_tokens"] = (
+            f"{num_speculative_tokens} with {num_mtp_layers} MTP layers: the sliding caches' retained tokens of "
+            "multi-module MTP are not modelled"
         )
     return errors
+
+
+def with_draft_layers(attention: CompressedAttention, num_mtp_layers: int) -> CompressedAttention:
+    """The caches vLLM plans with MTP speculative decoding on: the draft's layers register after the decoder's as
+    sliding-window-only ones (``attention.py``: ``compress_ratio = 1`` for ``layer_id >= num_hidden_layers``;
+    ``transformers_utils/deepseek_v4_utils.py`` gives them ratio 0), one sliding latent each, packed with the
+    target's (``is_draft`` takes no part in the spec comparison, ``v1/kv_cache_interface.py``)."""
+    if not num_mtp_layers:
+        return attention
+    return replace(attention, compress_ratios=attention.compress_ratios + (1,) * num_mtp_layers)
 
 
 def _round_up(value: int, multiple: int) -> int:

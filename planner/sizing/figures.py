@@ -58,7 +58,10 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
     """
     inputs = plan.inputs
     if model.compressed_attention is not None:
-        packed = compressed_attention.packed_cache(model.compressed_attention)
+        drafted = model.num_mtp_layers if inputs.num_speculative_tokens else 0
+        packed = compressed_attention.packed_cache(
+            compressed_attention.with_draft_layers(model.compressed_attention, drafted)
+        )
         blocks = compressed_attention.request_blocks(packed, context_tokens, plan.in_flight_tokens)
         return packed.bytes_per_block * blocks
     element = kv_element_bytes(kv_cache_dtype, model.dtype)

@@ -196,6 +196,7 @@ def resolve_inputs(inputs: PlanInputs) -> Resolved:
                 pipeline_parallel_size=pp,
                 num_speculative_tokens=speculative,
                 engine_version=rules.version,
+                num_mtp_layers=model.num_mtp_layers,
             )
         )
     if gpu_count is not None and gpu_count % (tp * pp):

@@ -13,7 +13,7 @@ from typing import Any
 
 from .advice import AdviceRow
 from .command import vllm_command
-from .compressed_attention import FP8_DS_MLA_STATE_BYTES, group_descriptions, packed_cache
+from .compressed_attention import FP8_DS_MLA_STATE_BYTES, group_descriptions, packed_cache, with_draft_layers
 from .compressed_attention import bytes_per_token as compressed_bytes_per_token
 from .engine import EngineRules
 from .errors import SizingInputError
@@ -284,6 +284,22 @@ def _memory(inputs: PlanInputs, rules: EngineRules, assumptions: list[Assumption
     assumptions.append(
         Assumption("weights_per_gpu", "whole model / (tp x pp)", "even split; embeddings are vocab-parallel")
     )
+    if inputs.num_speculative_tokens and model.num_mtp_layers and inputs.weights_gib is None:
+        # vLLM loads the MTP drafter before it profiles, sharing the target's embeddings and LM head where they are
+        # the same (v1/spec_decode/llm_base_proposer.py, _maybe_share_embeddings / _maybe_share_lm_head): its
+        # decoder layers are what it adds, split over tp like the target's.
+        decoder_layers = model.num_layers // 2 if model.parallel_hybrid else model.num_layers
+        per_layer = max(0.0, weights_total - 2.0 * model.embedding_params) / max(decoder_layers, 1)
+        draft = math.ceil(model.num_mtp_layers * per_layer / tp)
+        weights_per_gpu += draft
+        assumptions.append(
+            Assumption(
+                "draft_weights",
+                f"{draft / GIB:.2f} GiB per GPU: {model.num_mtp_layers} MTP layer(s) at the mean decoder layer's "
+                "weights, embeddings and LM head shared with the target",
+                "vllm/v1/spec_decode/llm_base_proposer.py (the drafter loads beside the target)",
+            )
+        )
     if inputs.activation_gib is not None:
         activation = round(inputs.activation_gib * GIB)
     else:
@@ -440,8 +456,9 @@ def _compressed_kv_shape(inputs: PlanInputs, assumptions: list[Assumption]) -> _
     replicated on every tensor-parallel rank (one latent head, max_tp_shards=1)."""
     model = inputs.model
     assert model.compressed_attention is not None
+    drafted = model.num_mtp_layers if inputs.num_speculative_tokens else 0
     try:
-        packed = packed_cache(model.compressed_attention)
+        packed = packed_cache(with_draft_layers(model.compressed_attention, drafted))
     except ValueError as error:
         raise SizingInputError({"compress_ratios": str(error)}) from error
     kinds = tuple(LayerGroup(group.kind, group.num_layers, group.window) for group in packed.groups)

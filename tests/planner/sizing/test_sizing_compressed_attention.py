@@ -199,7 +199,6 @@ def test_the_catalog_entry_plans():
         ({"kv_cache_dtype": "fp8_e5m2"}, "kv_cache_dtype"),
         ({"block_size": 64}, "block_size"),
         ({"pipeline_parallel_size": 2}, "pipeline_parallel_size"),
-        ({"num_speculative_tokens": 1}, "num_speculative_tokens"),
         ({"engine_version": "0.26"}, "engine_version"),
         ({"tensor_parallel_size": 16, "gpu_count": 16}, "tensor_parallel_size"),
     ],
@@ -208,6 +207,40 @@ def test_settings_not_sized_exactly_are_a_400_naming_the_field(options, field):
     with pytest.raises(SizingInputError) as error:
         plan(kv_cache_memory_gib=40, **options)
     assert field in error.value.errors
+
+
+def test_mtp_speculation_adds_the_draft_layers_sliding_latents():
+    """--speculative-config method mtp: V4-Flash's one MTP layer (num_nextn_predict_layers 1) registers after the 43
+    decoder layers with compress ratio 1 (models/deepseek_v4/attention.py): a sliding latent only. The sliding
+    latents' bucket grows to 44 layers; _approximate_gcd over 44, 21 and 20 from 21: 22 pads 0 + 1 + 2 = 3 (21
+    pads 19 + 0 + 1), so still two groups of 22, now without padding: the same 1,002,240-byte block, 42,853 blocks
+    in 40 GiB, 6,938 a request (one MTP module reads one token ahead: no extra retained tokens, kv_cache_planning.py).
+    The plan is the one without speculation; the command names the mtp method."""
+    plain = plan(tensor_parallel_size=4, max_model_len=65_536, kv_cache_memory_gib=40)
+    drafted = plan(tensor_parallel_size=4, max_model_len=65_536, kv_cache_memory_gib=40, num_speculative_tokens=2)
+    sliding = drafted.kv_groups[0]
+    assert (sliding.kind, sliding.num_layers, sliding.num_groups, sliding.block_size) == ("sliding_window", 44, 2, 64)
+    assert plain.kv_groups[0].num_layers == 43
+    assert (drafted.num_gpu_blocks, drafted.worst_case_blocks_per_request) == (42_853, 6_938)
+    assert drafted.reported_kv_cache_tokens == plain.reported_kv_cache_tokens == 404_787
+    assert '"method": "mtp", "num_speculative_tokens": 2' in drafted.vllm_command
+
+
+def test_speculation_without_an_mtp_layer_or_with_several_is_a_400():
+    config = v4_config()
+    config["num_nextn_predict_layers"] = 0
+    config["compress_ratios"] = config["compress_ratios"][:43]
+    model = model_spec_from_hf_config(config)
+    with pytest.raises(SizingInputError) as error:
+        compute_plan(PlanInputs(model=model, gpu=catalog_gpus()["h200"], num_speculative_tokens=1), advice=False)
+    assert "no MTP layer" in error.value.errors["num_speculative_tokens"]
+    config = v4_config()
+    config["num_nextn_predict_layers"] = 2
+    config["compress_ratios"] = [*config["compress_ratios"], 0]
+    model = model_spec_from_hf_config(config)
+    with pytest.raises(SizingInputError) as error:
+        compute_plan(PlanInputs(model=model, gpu=catalog_gpus()["h200"], num_speculative_tokens=2), advice=False)
+    assert "multi-module MTP" in error.value.errors["num_speculative_tokens"]
 
 
 @pytest.mark.parametrize("gpu", ["a100-80gb", "rtx-4090", "mi300x"])
