@@ -61,9 +61,7 @@ def test_a_sequence_of_a_model_with_per_group_shapes_holds_unified_pages():
     path = Path(__file__).parent / "data" / "hf_configs" / "XiaomiMiMo--MiMo-V2-Flash.json"
     model = model_spec_from_hf_config(json.loads(path.read_text(encoding="utf-8")))
     plan = compute_plan(
-        PlanInputs(
-            model=model, gpu=GPUS["h200"], tensor_parallel_size=4, kv_cache_memory_gib=40, max_model_len=65_536
-        ),
+        PlanInputs(model=model, gpu=GPUS["h200"], tensor_parallel_size=4, kv_cache_memory_gib=40, max_model_len=65_536),
         advice=False,
     )
     assert (plan.page_size_bytes, plan.group_size, plan.worst_case_blocks_per_request) == (20_480, 9, 7_213)

@@ -462,3 +462,17 @@ def test_gemma4_kv_shared_layers_hold_no_cache():
     model = model_spec_from_hf_config(cfg)
     counts = {g.kind: g.num_layers for g in model.layer_groups}
     assert counts == {"sliding_window": 20, "full": 4, "none": 6}
+
+
+def test_mtp_drafter_weights_come_off_the_kv_budget():
+    """Qwen3.5-27B (catalog: 27,354,000,000 parameters, bf16, 64 layers, 1 MTP layer, untied 248,320 x 5,120
+    embeddings) at tp 2 with one speculative token: vLLM loads the drafter before profiling, sharing the target's
+    embeddings and LM head. The drafter's layer at the mean decoder layer's weights: (2 x 27,354,000,000 - 2 x 2 x
+    248,320 x 5,120) / 64 = (54,708,000,000 - 5,085,593,600) / 64 = 775,350,100 bytes, 387,675,050 per GPU."""
+    model = catalog_models()["qwen3.5-27b"]
+    inputs = {"model": model, "gpu": catalog_gpus()["h100-sxm"], "tensor_parallel_size": 2, "max_model_len": 32_768}
+    plain = compute_plan(PlanInputs(**inputs), advice=False)
+    drafted = compute_plan(PlanInputs(**inputs, num_speculative_tokens=1), advice=False)
+    assert drafted.weights_bytes_per_gpu - plain.weights_bytes_per_gpu == 387_675_050
+    assert plain.kv_budget_bytes_per_gpu - drafted.kv_budget_bytes_per_gpu == 387_675_050
+    assert any(note.name == "draft_weights" for note in drafted.assumptions)
