@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import compressed_attention
-from .kv_cache import kv_bytes_per_token_per_layer, kv_element_bytes, pipeline_stages, request_blocks, stage_groups
+from .kv_cache import (
+    group_bytes_per_token,
+    is_uniform_type,
+    kv_bytes_per_token_per_layer,
+    kv_element_bytes,
+    pipeline_stages,
+    request_blocks,
+    stage_groups,
+)
 
 if TYPE_CHECKING:
     from .model_spec import ModelSpec
@@ -33,6 +41,9 @@ def kv_bytes_per_token(model: ModelSpec, kv_cache_dtype: str = "bfloat16", tenso
     if model.compressed_attention is not None:
         return compressed_attention.bytes_per_token(compressed_attention.packed_cache(model.compressed_attention))
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
+    if is_uniform_type(model):  # layers of their own KV heads (Nemotron-NAS): each layer's page
+        per_group = group_bytes_per_token(model, tensor_parallel_size, element, kv_cache_dtype)
+        return sum(bytes_ * group.num_layers for bytes_, group in zip(per_group, model.layer_groups, strict=True))
     return model.num_attention_layers * kv_bytes_per_token_per_layer(model, tensor_parallel_size, element)
 
 
@@ -49,11 +60,14 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
         return packed.bytes_per_block * blocks
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
     per_layer = kv_bytes_per_token_per_layer(model, inputs.tensor_parallel_size, element)
+    group_bytes = group_bytes_per_token(model, inputs.tensor_parallel_size, element, kv_cache_dtype)
     worst = 0
     for layers in pipeline_stages(model.num_layers, inputs.pipeline_parallel_size):
         stage = stage_groups(model, layers)
         blocks = request_blocks(
             model, stage, context_tokens, plan.block_size, plan.in_flight_tokens, plan.state_blocks_per_request or 1
         )
-        worst = max(worst, blocks * stage.group_size * plan.block_size * per_layer)
+        # One KV cache group of layers with their own pages (Nemotron-NAS): a block holds each layer's page.
+        per_block = stage.bytes_per_token(group_bytes) if stage.layer_counts else stage.group_size * per_layer
+        worst = max(worst, blocks * plan.block_size * per_block)
     return worst
