@@ -51,7 +51,9 @@ def valid_tensor_parallel(model: ModelSpec, tp: int) -> bool:
         return False
     if model.attention_kind == "MLA":
         return True
-    return model.num_kv_heads % tp == 0 or tp % model.num_kv_heads == 0
+    # Layer groups with KV heads of their own (Gemma 4's full layers, Nemotron-NAS) must split evenly too.
+    heads = {model.num_kv_heads, *(group.num_kv_heads for group in model.layer_groups if group.num_kv_heads)}
+    return all(kv_heads % tp == 0 or tp % kv_heads == 0 for kv_heads in heads)
 
 
 def advise(

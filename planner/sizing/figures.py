@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from . import compressed_attention
 from .kv_cache import (
     group_bytes_per_token,
+    is_uniform_type,
     kv_bytes_per_token_per_layer,
     kv_element_bytes,
     pipeline_stages,
@@ -42,7 +43,8 @@ def kv_bytes_per_token(model: ModelSpec, kv_cache_dtype: str = "bfloat16", tenso
     if model.compressed_attention is not None:
         return compressed_attention.bytes_per_token(compressed_attention.packed_cache(model.compressed_attention))
     element = kv_element_bytes(kv_cache_dtype, model.dtype)
-    # Per layer group: groups with their own shape (Gemma 4's full layers, MiMo-V2's V heads) cost their own.
+    # Per layer group: groups with their own shape (Gemma 4's full layers, MiMo-V2's V heads, Nemotron-NAS's KV
+    # heads) cost their own.
     return sum(
         group.num_layers * kv_bytes_per_token_per_layer(model, tensor_parallel_size, element, group=group)
         for group in model.layer_groups
@@ -68,13 +70,12 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
     tp = inputs.tensor_parallel_size
     group_bytes = group_bytes_per_token(model, tp, element, kv_cache_dtype)
     block_sizes: tuple[int, ...] = ()
-    if not model.has_state and len({size for size in group_bytes if size}) > 1:
+    slot_page = plan.block_size * kv_bytes_per_token_per_layer(model, tp, element)
+    if not model.has_state and not is_uniform_type(model) and len({size for size in group_bytes if size}) > 1:
         # Groups with their own shapes (Gemma 4's full layers, MiMo-V2's sliding ones): one page size for every
         # layer slot once vLLM unifies them (unify_kv_cache_spec_page_size), smaller pages growing their block.
         block_sizes = unified_block_sizes(group_bytes, plan.block_size)
         slot_page = max(size * bytes_ for size, bytes_ in zip(block_sizes, group_bytes, strict=True))
-    else:
-        slot_page = plan.block_size * kv_bytes_per_token_per_layer(model, tp, element)
     worst = 0
     for layers in pipeline_stages(model.num_layers, inputs.pipeline_parallel_size):
         stage = stage_groups(model, layers)
@@ -87,5 +88,9 @@ def kv_bytes_per_sequence_per_gpu(*, model: ModelSpec, plan: Plan, kv_cache_dtyp
             plan.state_blocks_per_request or 1,
             block_sizes,
         )
-        worst = max(worst, blocks * stage.group_size * slot_page)
+        if stage.layer_counts:
+            # One KV cache group of layers with their own pages (Nemotron-NAS): a block holds each layer's page.
+            worst = max(worst, blocks * plan.block_size * stage.bytes_per_token(group_bytes))
+        else:
+            worst = max(worst, blocks * stage.group_size * slot_page)
     return worst

@@ -295,9 +295,6 @@ _STATE_SIGNALS = (
 
 def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
     """Architectures whose caches the engine does not model yet: a 400 naming the field, never a plan."""
-    if cfg.get("block_configs") is not None:
-        # Nemotron-NAS (DeciLM): per-layer block configs, some layers without attention or with other widths.
-        return {"block_configs": "per-layer block configs (Nemotron-NAS / DeciLM) are not supported yet"}
     attn_types = cfg.get("attn_type_list")
     if isinstance(attn_types, list) and any(value == 0 for value in attn_types):
         # MiniMax: 0 marks a lightning (linear) attention layer, 1 softmax attention (MiniMax-M2 is all 1).
@@ -501,6 +498,123 @@ def _state_spec(cfg: Mapping[str, Any], errors: dict[str, str], model_type: str,
         )
         return None
     return spec
+
+
+def _ffn_mult_to_intermediate_size(ffn_mult: float, hidden: int) -> int:
+    """DeciLM's FFN width (``nemotron_nas.py``, ``_ffn_mult_to_intermediate_size``): ``int(2 * ffn_mult *
+    hidden / 3)`` in floating point, rounded up to a multiple of 256 (``_find_multiple``)."""
+    size = int(2 * ffn_mult * hidden / 3)
+    return size if size % 256 == 0 else size + 256 - size % 256
+
+
+def _block_flag(sub: Mapping[str, Any], key: str) -> bool | None:
+    """A block's ``no_op`` / ``replace_with_linear``: absent or null is False (the dataclass default, and
+    vLLM tests it for truth); anything but a boolean is None (refused)."""
+    value = sub.get(key)
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    return None
+
+
+def _nas_block(block: Any, heads: int, hidden: int) -> tuple[int, int] | str:
+    """One ``block_configs`` entry as vLLM 0.33 builds the layer, ``(KV heads, FFN intermediate size)`` with 0
+    for a no-op attention or FFN, or why vLLM cannot build it."""
+    if not isinstance(block, Mapping):
+        return "must be an object with attention and ffn"
+    attention, ffn = block.get("attention"), block.get("ffn")
+    if not isinstance(attention, Mapping) or not isinstance(ffn, Mapping):
+        # BlockConfig's attention and ffn have no default (the checkpoint's block_config.py); vLLM reads both.
+        return "needs both an attention and an ffn object"
+    if block.get("parallel_blocks") or attention.get("mamba") or attention.get("llama4") or ffn.get("moe"):
+        return "parallel, Mamba, Llama-4 or MoE sub-blocks are not built by vLLM 0.33's nemotron_nas.py"
+    kv_heads = 0
+    for name, sub in (("attention", attention), ("ffn", ffn)):
+        no_op, linear = _block_flag(sub, "no_op"), _block_flag(sub, "replace_with_linear")
+        if no_op is None or linear is None:
+            return f"{name}.no_op and {name}.replace_with_linear must be true or false"
+        if no_op and linear:
+            return f"{name} cannot be both no_op and replace_with_linear"
+        if linear:
+            # The checkpoint's config clears n_heads_in_group / ffn_mult for a linear replacement, and
+            # nemotron_nas.py has no linear layer: it builds attention or an MLP from them and fails to start.
+            return f"{name}.replace_with_linear: vLLM 0.33's nemotron_nas.py has no linear replacement layer"
+        if no_op:
+            continue
+        if name == "attention":
+            group = attention.get("n_heads_in_group")
+            if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+                return "attention.n_heads_in_group must be a positive integer unless attention.no_op"
+            if heads % group:
+                return f"attention.n_heads_in_group {group} does not divide the {heads} attention heads"
+            kv_heads = heads // group
+            continue
+        mult = ffn.get("ffn_mult")
+        if "ffn_mult" not in ffn and ffn.get("intermediate_size") is not None:
+            # vLLM reads intermediate_size when the block has no ffn_mult attribute (newer DeciLM configs).
+            size = ffn["intermediate_size"]
+            if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= _LIMITS["intermediate_size"]:
+                return f"ffn.intermediate_size must be an integer from 1 to {_LIMITS['intermediate_size']:,}"
+            return kv_heads, size
+        if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult < 1000:
+            return "ffn.ffn_mult must be a positive number unless ffn.no_op"
+        # The checkpoint's FFNConfig rounds ffn_mult to 6 decimals before vLLM reads it.
+        size = _ffn_mult_to_intermediate_size(round(float(mult), 6), hidden)
+        if size > _LIMITS["intermediate_size"]:
+            return f"ffn.ffn_mult {mult} gives an intermediate size over {_LIMITS['intermediate_size']:,}"
+        return kv_heads, size
+    return kv_heads, 0
+
+
+def _nas_blocks(
+    cfg: Mapping[str, Any], errors: dict[str, str], num_layers: int, heads: int, hidden: int
+) -> list[tuple[int, int]]:
+    """Nemotron-NAS / DeciLM ``block_configs`` (``vllm/model_executor/models/nemotron_nas.py``): per layer
+    ``(KV heads, FFN intermediate size)``, 0 where the block's attention or FFN is ``no_op`` (no attention
+    means no KV cache: vLLM builds no Attention layer there). Attention has ``num_attention_heads //
+    n_heads_in_group`` KV heads; the FFN is a gated MLP of ``_ffn_mult_to_intermediate_size(ffn_mult)``."""
+    raw = cfg.get("block_configs")
+    if not isinstance(raw, list) or len(raw) != num_layers:
+        errors["block_configs"] = f"must list one block per layer ({num_layers})"
+        return []
+    blocks = []
+    for index, block in enumerate(raw):
+        answer = _nas_block(block, heads, hidden)
+        if isinstance(answer, str):
+            errors["block_configs"] = f"layer {index}: {answer}"
+            return []
+        blocks.append(answer)
+    if not any(kv_heads for kv_heads, _ in blocks):
+        # NemotronNasModelArchConfigConvertor.get_total_num_kv_heads raises without an attention block.
+        errors["block_configs"] = "no layer has attention (every attention is no_op): vLLM cannot start it"
+        return []
+    return blocks
+
+
+def _nas_groups(blocks: list[tuple[int, int]], kv_heads: int) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
+    """Layer groups of a Nemotron-NAS model: one "full" group per KV head count (vLLM's per-layer
+    ``FullAttentionSpec``s, which differ only in heads; ``kv_cache.stage_groups`` keeps them in one KV cache
+    group as vLLM does) and a "none" group for the layers without attention."""
+    keys = [heads for heads, _ in blocks]
+    order = list(dict.fromkeys(keys))
+    pattern = tuple(order.index(key) for key in keys)
+    groups = tuple(
+        LayerGroup("none", keys.count(key))
+        if not key
+        else LayerGroup("full", keys.count(key), num_kv_heads=None if key == kv_heads else key)
+        for key in order
+    )
+    return groups, pattern
+
+
+def _nas_note(blocks: list[tuple[int, int]], heads: int) -> str:
+    attention = [kv for kv, _ in blocks if kv]
+    by_heads = ", ".join(f"{attention.count(kv)} with {kv} KV heads" for kv in dict.fromkeys(attention))
+    no_ffn = sum(1 for _, size in blocks if not size)
+    return (
+        f"Nemotron-NAS block_configs: {len(attention)} attention layers ({by_heads} of {heads} query heads), "
+        f"{len(blocks) - len(attention)} without attention (no KV cache), {no_ffn} without an FFN; FFN widths "
+        "from ffn_mult as vllm/model_executor/models/nemotron_nas.py computes them"
+    )
 
 
 def _groups(kinds: list[tuple[str, int | None]]) -> tuple[tuple[LayerGroup, ...], tuple[int, ...]]:
@@ -727,6 +841,8 @@ def model_spec_from_hf_config(
     hidden = _required_int(cfg, errors, "hidden_size")
     max_pos = _required_int(cfg, errors, "max_position_embeddings")
     estimating = num_params is None
+    # Nemotron-NAS / DeciLM: attention and FFN shapes per layer (null intermediate_size and KV heads at the top).
+    nas = cfg.get("block_configs") is not None
     vocab = _optional_int(cfg, errors, "vocab_size", maximum=_LIMITS["vocab_size"])
     intermediate = _optional_int(cfg, errors, "intermediate_size", maximum=_LIMITS["intermediate_size"])
     if vocab is None and "vocab_size" not in errors:
@@ -735,7 +851,7 @@ def model_spec_from_hf_config(
         vocab = 0
     if intermediate is None and "intermediate_size" not in errors:
         # MoE configs whose every layer is routed give only moe_intermediate_size (Qwen3.5-35B-A3B).
-        if estimating and cfg.get("moe_intermediate_size") is None:
+        if estimating and cfg.get("moe_intermediate_size") is None and not nas:
             errors["intermediate_size"] = "missing from the config (needed to estimate the parameter count)"
         intermediate = 0
     multi_query = _optional_bool(cfg, errors, "multi_query")
@@ -759,6 +875,14 @@ def model_spec_from_hf_config(
         raise SizingInputError(errors)
     assert layers is not None and heads is not None and hidden is not None and max_pos is not None
     assert kv_heads is not None and vocab is not None and intermediate is not None
+    blocks = _nas_blocks(cfg, errors, layers, heads, hidden) if nas else []
+    if errors:
+        raise SizingInputError(errors)
+    if blocks:
+        # The model's KV heads are the first attention layer's (NemotronNasModelArchConfigConvertor); the widest
+        # FFN sizes the activation peak.
+        kv_heads = next(layer_kv_heads for layer_kv_heads, _ in blocks if layer_kv_heads)
+        intermediate = max(size for _, size in blocks)
 
     is_mla = kv_lora is not None
     if kv_lora is not None:
@@ -779,7 +903,11 @@ def model_spec_from_hf_config(
             head_size = hidden // heads
         attention_kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
         cached_kv_heads = kv_heads
-    kinds = _layer_kinds(cfg, errors, layers, model_type)
+    kinds: list[tuple[str, int | None]] = (
+        [("full", None) if layer_kv_heads else ("none", None) for layer_kv_heads, _ in blocks]
+        if blocks
+        else _layer_kinds(cfg, errors, layers, model_type)
+    )
     state = None
     # Falcon-H1 (falcon_h1.py, FalconH1ParallelHybrid): every decoder layer runs attention and a Mamba2 mixer side
     # by side; vLLM registers the mixers as layers num_hidden_layers + i, so the KV cache has 2 x N layers.
@@ -809,7 +937,9 @@ def model_spec_from_hf_config(
     global_kv = _optional_int(cfg, errors, "num_global_key_value_heads", maximum=_LIMITS["num_key_value_heads"])
     if errors:
         raise SizingInputError(errors)
-    groups, pattern = _groups(kinds)
+    groups, pattern = _nas_groups(blocks, kv_heads) if blocks else _groups(kinds)
+    if blocks:
+        notes.append(_nas_note(blocks, heads))
     if not is_mla and (global_head or global_kv):
         # Gemma 4: full-attention layers cache global_head_dim-wide heads, num_global_key_value_heads of them
         # (vllm/model_executor/models/gemma4.py, per_layer_config); attention_k_eq_v still stores K and V.
@@ -847,6 +977,9 @@ def model_spec_from_hf_config(
             v_head_dim=_optional_int(cfg, errors, "v_head_dim") or head_dim or hidden // heads,
             q_lora_rank=_optional_int(cfg, errors, "q_lora_rank"),
         )
+    norms_per_layer = 4 if model_type.startswith(("gemma2", "gemma3")) else 1 if model_type == "nemotron_h" else 2
+    if blocks:
+        norms_per_layer = 0  # a DeciLM layer has a norm before its attention and its FFN, none for a no-op: below
     count = estimate_params(
         num_layers=layers,
         hidden_size=hidden,
@@ -860,13 +993,17 @@ def model_spec_from_hf_config(
         o_bias=cfg.get("attention_bias") is True,
         qk_norm=model_type.startswith(("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5")),
         attention_sinks=model_type == "gpt_oss",
-        norms_per_layer=4 if model_type.startswith(("gemma2", "gemma3")) else 1 if model_type == "nemotron_h" else 2,
         mla=mla_shape,
         moe=moe,
         mixers=tuple("state" if kind == "state" else "none" if kind == "none" else "attention" for kind, _ in kinds)
-        if model_type == "nemotron_h" or state is not None
+        if model_type == "nemotron_h" or state is not None or blocks
         else (),
-        mlps=_nemotron_mlps(cfg) if model_type == "nemotron_h" else (),
+        mlps=_nemotron_mlps(cfg)
+        if model_type == "nemotron_h"
+        else tuple("dense" if size else "none" for _, size in blocks),
+        norms_per_layer=norms_per_layer,
+        layer_kv_heads=tuple(kv for kv, _ in blocks),
+        layer_intermediate_sizes=tuple(size for _, size in blocks),
         state_params=(
             kda_mixer_params(cfg, hidden)
             if state is not None and state.kind == "kda"
@@ -885,6 +1022,9 @@ def model_spec_from_hf_config(
         count = dataclasses.replace(
             count, total=count.total + gates, active=count.active + gates, attention=count.attention + gates
         )
+    if blocks:
+        norms = hidden * sum(bool(layer_kv_heads) + bool(size) for layer_kv_heads, size in blocks)
+        count = dataclasses.replace(count, total=count.total + norms, active=count.active + norms)
     towers = 0
     for key in ("vision_config", "audio_config"):
         tower = config.get(key) if isinstance(config, Mapping) else None

@@ -120,11 +120,32 @@ class StageGroups:
     # The kinds ``groups`` index, when they are not the model's layer groups: DeepSeek-V4's KV cache groups hold
     # caches (compressed latents, compressor states) rather than decoder layers (compressed_attention.py).
     kinds: tuple[LayerGroup, ...] = ()
+    # (layer group index, layers) of the one KV cache group when its layers' pages differ in size (vLLM's
+    # ``UniformTypeKVCacheSpecs``: every layer full attention, KV heads per layer, Nemotron-NAS); ``groups``
+    # then names that KV cache group by its first layer group. Empty otherwise.
+    layer_counts: tuple[tuple[int, int], ...] = ()
+
+    def bytes_per_token(self, group_bytes: tuple[int, ...]) -> int:
+        """The stage's KV bytes per token on one rank, every layer's page summed (``group_bytes``: per layer
+        group, one layer's bytes per token). A block of a KV cache group holds ``block_size`` times this over
+        ``group_size`` layers' slots."""
+        counts = self.layer_counts or tuple((index, count) for index, count, _ in self.groups)
+        return sum(count * group_bytes[index] for index, count in counts)
 
 
 def stage_kinds(model: ModelSpec, stage: StageGroups) -> tuple[LayerGroup, ...]:
     """What the stage's group indices refer to: its own kinds, else the model's layer groups."""
     return stage.kinds or model.layer_groups
+
+
+def is_uniform_type(model: ModelSpec) -> bool:
+    """Whether vLLM keeps every cached layer in one KV cache group although their pages differ: several layer
+    groups of one attention type and window, differing only in shape (Nemotron-NAS's KV heads per layer).
+    ``get_kv_cache_groups`` (``v1/core/kv_cache_planning.py``) finds the specs not uniform but of uniform type
+    (``UniformTypeKVCacheSpecs.from_specs``, ``v1/kv_cache_interface.py``) and makes one group of all layers,
+    whose page is the sum of the layers' pages; no page unification, no hybrid grouping."""
+    cached = [group for group in model.layer_groups if group.kind != "none"]
+    return len(cached) > 1 and len({(group.kind, group.window) for group in cached}) == 1
 
 
 def stage_groups(model: ModelSpec, layers: range, *, extra_full_layers: int = 0) -> StageGroups:
@@ -141,6 +162,11 @@ def stage_groups(model: ModelSpec, layers: range, *, extra_full_layers: int = 0)
             counts[full] = counts.get(full, 0) + extra_full_layers
     if not counts:  # a pipeline stage of cacheless layers only
         return StageGroups(0, 1, ())
+    if is_uniform_type(model):
+        # One KV cache group over the whole model, projected on each stage (_project_kv_cache_groups_to_worker):
+        # the stage's block holds a page for each of its own layers, even when they are of one shape.
+        total = sum(counts.values())
+        return StageGroups(total, total, ((min(counts), total, 1),), layer_counts=tuple(sorted(counts.items())))
     if len(counts) == 1:
         ((index, count),) = counts.items()
         return StageGroups(count, count, ((index, count, 1),))

@@ -76,11 +76,30 @@ def estimate_params(
     state_params: int = 0,
     gated_mlp: bool = True,
     attention_output_gate: bool = False,
+    layer_kv_heads: tuple[int, ...] = (),
+    layer_intermediate_sizes: tuple[int, ...] = (),
 ) -> ParamCount:
     """``mixers`` gives each layer's mixer (``attention``, ``state`` with ``state_params`` weights, or
     ``none``) and ``mlps`` its MLP (``dense``, ``moe`` or ``none``); empty means attention and the MoE
-    pattern (or a dense MLP) on every layer. ``attention_output_gate`` doubles q_proj (Qwen3-Next/3.5)."""
+    pattern (or a dense MLP) on every layer. ``attention_output_gate`` doubles q_proj (Qwen3-Next/3.5).
+    ``layer_kv_heads`` / ``layer_intermediate_sizes``: each layer's own KV heads and dense MLP width where
+    they vary by layer (Nemotron-NAS block_configs); empty means ``num_kv_heads`` and ``intermediate_size``."""
     h = hidden_size
+
+    def gqa_attention(kv_heads: int) -> int:
+        q_width = num_attention_heads * head_dim
+        kv_width = kv_heads * head_dim
+        params = h * (q_width * (2 if attention_output_gate else 1) + 2 * kv_width) + q_width * h
+        if qkv_bias:
+            params += q_width + 2 * kv_width
+        if o_bias:
+            params += h
+        if qk_norm:
+            params += 2 * head_dim
+        if attention_sinks:
+            params += num_attention_heads
+        return params
+
     if mla is not None:
         qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
         if mla.q_lora_rank:
@@ -91,26 +110,19 @@ def estimate_params(
         attention += mla.kv_lora_rank * num_attention_heads * (mla.qk_nope_head_dim + mla.v_head_dim)
         attention += num_attention_heads * mla.v_head_dim * h
     else:
-        q_width = num_attention_heads * head_dim
-        kv_width = num_kv_heads * head_dim
-        attention = h * (q_width * (2 if attention_output_gate else 1) + 2 * kv_width) + q_width * h
-        if qkv_bias:
-            attention += q_width + 2 * kv_width
-        if o_bias:
-            attention += h
-        if qk_norm:
-            attention += 2 * head_dim
-        if attention_sinks:
-            attention += num_attention_heads
+        attention = gqa_attention(num_kv_heads)
     total = 0
     active = 0
     routed = 0
     parts = {"attention": 0, "state": 0, "shared": 0, "dense": 0}
     for layer in range(num_layers):
         mixer = mixers[layer] if mixers else "attention"
-        fixed = norms_per_layer * h + (attention if mixer == "attention" else state_params if mixer == "state" else 0)
+        layer_attention = gqa_attention(layer_kv_heads[layer]) if layer_kv_heads else attention
+        fixed = norms_per_layer * h + (
+            layer_attention if mixer == "attention" else state_params if mixer == "state" else 0
+        )
         if mixer == "attention":
-            parts["attention"] += attention
+            parts["attention"] += layer_attention
         elif mixer == "state":
             parts["state"] += state_params
         total += fixed
@@ -120,6 +132,8 @@ def estimate_params(
             continue
         if mlp == "dense" or moe is None:
             inter = moe.dense_intermediate_size if moe is not None else intermediate_size
+            if layer_intermediate_sizes:
+                inter = layer_intermediate_sizes[layer]
             total += (3 if gated_mlp else 2) * h * inter
             active += (3 if gated_mlp else 2) * h * inter
             parts["dense"] += (3 if gated_mlp else 2) * h * inter

@@ -23,6 +23,8 @@ from .kv_cache import (
     StageGroups,
     Terms,
     group_bytes_per_token,
+    is_uniform_type,
+    kv_bytes_per_token_per_layer,
     kv_element_bytes,
     max_length_for_blocks,
     pipeline_stages,
@@ -183,6 +185,7 @@ class _Stage:
     groups: StageGroups
     num_blocks: int
     worst_case: int
+    block_bytes: int  # what one block takes on each GPU of the stage, over all its layers
 
 
 def _kv_limited_length(
@@ -370,7 +373,6 @@ def _fit(
     inputs: PlanInputs,
     memory: _Memory,
     *,
-    page_size: int,
     binding: _Stage,
     num_blocks: int,
     in_flight: int,
@@ -390,7 +392,7 @@ def _fit(
     max_concurrency = num_blocks / worst_case if worst_case else 0.0
     problems: list[str] = []
     available = min(requested, total)
-    one_request = worst_case * page_size * binding.groups.group_size
+    one_request = worst_case * binding.block_bytes
     shortfall = 0
     if fixed > available:
         shortfall = fixed + one_request - available
@@ -521,9 +523,7 @@ def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[
         stage_groups(model, layers, extra_full_layers=mtp_layers if i == last else 0)
         for i, layers in enumerate(stages_layers)
     ]
-    kv_per_gpu = max(
-        sum(count * group_bytes[index] for index, count, _ in groups.groups) for groups in stage_group_list
-    )
+    kv_per_gpu = max(groups.bytes_per_token(group_bytes) for groups in stage_group_list)
     full_bytes = next((b for g, b in zip(model.layer_groups, group_bytes, strict=True) if g.kind == "full"), per_layer)
     layer_bytes = sum(g.num_layers * b for g, b in zip(model.layer_groups, group_bytes, strict=True))
     kv_whole = (layer_bytes + mtp_layers * full_bytes) * tp
@@ -551,7 +551,9 @@ def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[
                 "vllm/model_executor/models/deepseek_v2.py (DeepseekV32IndexerCache); one group, block 64",
             )
         )
-    if model.attention_kind != "MLA" and tp > model.num_kv_heads:
+    if is_uniform_type(model):
+        _uniform_type_notes(model, tp, element, inputs.kv_cache_dtype, kv_whole, assumptions, warnings)
+    elif model.attention_kind != "MLA" and tp > model.num_kv_heads:
         warnings.append(
             f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
             f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
@@ -566,6 +568,39 @@ def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[
         kv_per_gpu=kv_per_gpu,
         kv_whole=kv_whole,
     )
+
+
+def _uniform_type_notes(
+    model: ModelSpec,
+    tp: int,
+    element: float,
+    kv_cache_dtype: str,
+    kv_whole: int,
+    assumptions: list[Assumption],
+    warnings: list[str],
+) -> None:
+    """Layers of one attention type but several shapes (Nemotron-NAS): how vLLM groups them, and which KV heads
+    tensor parallelism replicates."""
+    attention = [group for group in model.layer_groups if group.kind != "none"]
+    assumptions.append(
+        Assumption(
+            "kv_cache_groups",
+            "one group of every attention layer, a page per layer each of its own size ("
+            + ", ".join(f"{g.num_layers} x {g.num_kv_heads or model.num_kv_heads} KV heads" for g in attention)
+            + ")",
+            "vllm/v1/core/kv_cache_planning.py (get_kv_cache_groups: UniformTypeKVCacheSpecs.from_specs); "
+            "vllm/v1/kv_cache_interface.py (UniformTypeKVCacheSpecs.page_size_bytes: the layers' pages summed)",
+        )
+    )
+    replicated = sorted({heads for g in attention if (heads := g.num_kv_heads or model.num_kv_heads) < tp})
+    if replicated:
+        unreplicated = sum(
+            g.num_layers * kv_bytes_per_token_per_layer(model, 1, element, kv_cache_dtype, g) for g in attention
+        )
+        warnings.append(
+            f"tp {tp} > {', '.join(map(str, replicated))} KV heads of some layers: each rank keeps a replicated "
+            f"head there, so the replica stores {kv_whole:,} bytes per token instead of {unreplicated:,}"
+        )
 
 
 @dataclass(frozen=True)
@@ -637,8 +672,9 @@ def _state_layout(
 def _unified_block_sizes(
     model: ModelSpec, group_bytes: tuple[int, ...], block_size: int, assumptions: list[Assumption]
 ) -> tuple[int, ...]:
-    """Per layer group, its block size once page sizes are unified; () when every group has one shape."""
-    if len({b for b in group_bytes if b}) <= 1:
+    """Per layer group, its block size once page sizes are unified; () when every group has one shape, or when
+    vLLM keeps the groups in one KV cache group whose page sums theirs (``is_uniform_type``)."""
+    if len({b for b in group_bytes if b}) <= 1 or is_uniform_type(model):
         return ()
     block_sizes = unified_block_sizes(group_bytes, block_size)
     grown = [
@@ -700,17 +736,27 @@ def _blocks(
 ) -> _Blocks:
     model, block_size, max_len = inputs.model, inputs.block_size, inputs.max_model_len
     assert block_size is not None and max_len is not None
-    stages = [
-        _Stage(
-            groups,
-            kv_alloc // (page_size * groups.group_size) if page_size else 0,
-            request_blocks(model, groups, max_len, block_size, in_flight, state_blocks, block_sizes),
+    stages = []
+    for groups in shape.stage_group_list:
+        if not groups.groups:
+            continue
+        # One KV cache group whose layers' pages differ (Nemotron-NAS): the block holds each layer's own page.
+        block_bytes = (
+            block_size * groups.bytes_per_token(shape.group_bytes)
+            if groups.layer_counts
+            else page_size * groups.group_size
         )
-        for groups in shape.stage_group_list
-        if groups.groups
-    ]
+        stages.append(
+            _Stage(
+                groups,
+                kv_alloc // block_bytes if block_bytes else 0,
+                request_blocks(model, groups, max_len, block_size, in_flight, state_blocks, block_sizes),
+                block_bytes,
+            )
+        )
     num_blocks = min(stage.num_blocks for stage in stages)
-    binding = max(stages, key=lambda stage: stage.worst_case)
+    # Stages of one KV cache group ask the same blocks per request; the one whose block is widest holds the fewest.
+    binding = max(stages, key=lambda stage: (stage.worst_case, stage.block_bytes if stage.groups.layer_counts else 0))
     kinds = stage_kinds(model, binding.groups)
     kv_groups = tuple(
         KvCacheGroup(
@@ -834,7 +880,9 @@ def _speed_model(
         active_params=model.num_active_params,
         # Layers of different shapes (Gemma 4): their average, so layers x bytes is the stage's KV per token.
         kv_bytes_per_token_per_layer=(
-            round(shape.kv_per_gpu / max(1, sum(layer_kinds.values()))) if block_sizes else shape.per_layer
+            round(shape.kv_per_gpu / max(1, sum(layer_kinds.values())))
+            if block_sizes or stage.layer_counts
+            else shape.per_layer
         ),
         kv_layers=tuple((count, model.layer_groups[index].window) for index, count in layer_kinds.items()),
         attention_layers=tuple(
@@ -961,7 +1009,6 @@ def build_plan(inputs: PlanInputs, *, table: bool = True) -> Plan:
     problems, starts, shortfall = _fit(
         inputs,
         memory_step,
-        page_size=page_size,
         binding=blocks.binding,
         num_blocks=blocks.num_blocks,
         in_flight=in_flight,

@@ -160,3 +160,30 @@ def test_a_malformed_mimo_v2_layer_pattern_is_a_400_naming_it(anon, catalog) -> 
 
     assert response.status_code == 400
     assert "hybrid_layer_pattern" in json.dumps(response.json())
+
+
+def test_nemotron_nas_block_configs_are_sized(anon, catalog) -> None:
+    """Nemotron-NAS (block_configs): derived in tests/planner/sizing/test_sizing_nemotron_nas.py
+    (test_blocks_tokens_and_concurrency_at_40_gib): 49 attention layers x 2,048 bytes per token at tp 2, 26,749
+    blocks of 16 tokens, 427,984 tokens reported."""
+    raw = _raw("nvidia--Llama-3_3-Nemotron-Super-49B-v1")
+    body = f'{{"gpu": "h100-sxm", "tensor_parallel_size": 2, "kv_cache_memory_gib": 40, "model_config": {raw}}}'
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    assert plan["kv_bytes_per_token_per_gpu"] == 100_352
+    assert plan["num_gpu_blocks"] == 26_749
+    assert plan["reported_kv_cache_tokens"] == 427_984
+    assert [(group["kind"], group["num_layers"]) for group in plan["kv_groups"]] == [("full", 49)]
+
+
+def test_bad_nemotron_nas_block_configs_are_a_400_naming_the_field(anon, catalog) -> None:
+    cfg = json.loads(_raw("nvidia--Llama-3_3-Nemotron-Super-49B-v1"))
+    cfg["block_configs"][4]["attention"]["n_heads_in_group"] = 3
+    body = json.dumps({"gpu": "h100-sxm", "model_config": cfg})
+    response = anon.post(SIZE, body, content_type="application/json")
+
+    assert response.status_code == 400
+    (message,) = response.json()["model_config"]
+    assert message.startswith("block_configs: layer 4: attention.n_heads_in_group 3 does not divide"), message
