@@ -793,6 +793,12 @@ def model_spec_from_hf_config(
                 {
                     "model_type": f"{raw_type!r} ({architectures!r}): compressed attention is sized for DeepSeek-V4 "
                     "(model_type deepseek_v4, DeepseekV4ForCausalLM) only"
+                    + (
+                        ""
+                        if model_type.startswith("deepseek_v4")
+                        else "; vLLM 0.33 has no config class for this model_type (SGLang's 'deepseek_ref' "
+                        "checkpoints): the model's deepseek_v4 config.json is the one vLLM loads"
+                    )
                 }
             )
         if hf_quant_config is not None and cfg.get("quantization_config") is None:

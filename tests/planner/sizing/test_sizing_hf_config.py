@@ -46,7 +46,7 @@ def test_required_slugs_exist():
         "gemma-4-26b-a4b",
     ):
         assert slug in models
-    assert len(models) == 27
+    assert len(models) == 29
     assert len(gpus) == 13
 
 
