@@ -7,6 +7,7 @@ from typing import Any
 from monitor.models import Endpoint
 from planner.services import scenario_plan
 from planner.sizing import SizingInputError
+from planner.sizing.figures import reported_block_size, reported_capacity_tokens
 
 
 def endpoint_planned(*, endpoint: Endpoint) -> dict[str, Any] | None:
@@ -25,8 +26,9 @@ def endpoint_planned(*, endpoint: Endpoint) -> dict[str, Any] | None:
         "scenario_name": scenario.name,
         "fits": plan.fits,
         "num_gpu_blocks": plan.num_gpu_blocks,
-        "block_size": plan.block_size,
-        "kv_tokens": plan.kv_capacity_tokens,
+        # In cache_config_info's units (num_gpu_blocks x the smallest group's block), so live figures compare.
+        "block_size": reported_block_size(plan),
+        "kv_tokens": reported_capacity_tokens(plan),
         "max_concurrency": plan.max_concurrency,
         "max_model_len": plan.inputs.max_model_len,
         "concurrency": plan.inputs.concurrency,

@@ -16,6 +16,7 @@ from typing import Any
 from monitor.models import Endpoint
 from planner.services import scenario_plan_inputs
 from planner.sizing import PlanInputs, SizingInputError, compute_plan
+from planner.sizing.figures import reported_block_size, reported_capacity_tokens
 
 DEVIATION_FLAG_PCT = 5.0
 
@@ -68,7 +69,7 @@ def endpoint_actual(endpoint: Endpoint) -> Actual | None:
 
 def _tokens(inputs: PlanInputs) -> int | None:
     try:
-        return compute_plan(inputs).kv_capacity_tokens
+        return reported_capacity_tokens(compute_plan(inputs))
     except SizingInputError:
         return None
 
@@ -114,35 +115,39 @@ def endpoint_report(*, endpoint: Endpoint) -> dict[str, Any] | None:
         report.update(planned_num_gpu_blocks=None, planned_kv_tokens=None, planned_max_concurrency=None)
         report["plan_error"] = str(error)
         return report
+    # Tokens as cache_config_info counts them (num_gpu_blocks x the smallest group's block): like with like for
+    # multi-group models whose plan counts larger blocks (DeepSeek-V4: 256-token blocks, reported as 4).
+    planned_block = reported_block_size(plan)
+    planned_tokens = reported_capacity_tokens(plan)
     report.update(
         planned_num_gpu_blocks=plan.num_gpu_blocks,
-        planned_kv_tokens=plan.kv_capacity_tokens,
-        planned_block_size=plan.block_size,
+        planned_kv_tokens=planned_tokens,
+        planned_block_size=planned_block,
         planned_max_concurrency=plan.max_concurrency,
     )
     actual = endpoint_actual(endpoint)
-    if actual is None or plan.kv_capacity_tokens <= 0:
+    if actual is None or planned_tokens <= 0:
         return report
     actual_tokens = actual.num_gpu_blocks * actual.block_size
-    deviation = (actual_tokens - plan.kv_capacity_tokens) / plan.kv_capacity_tokens * 100
+    deviation = (actual_tokens - planned_tokens) / planned_tokens * 100
     report.update(
         actual_num_gpu_blocks=actual.num_gpu_blocks,
         actual_kv_tokens=actual_tokens,
         actual_block_size=actual.block_size,
         deviation_pct=round(deviation, 2),
         # Concurrency scales with capacity: the plan's figure times the ratio of tokens.
-        actual_max_concurrency=plan.max_concurrency * actual_tokens / plan.kv_capacity_tokens,
+        actual_max_concurrency=plan.max_concurrency * actual_tokens / planned_tokens,
         flagged=abs(deviation) > DEVIATION_FLAG_PCT,
     )
     if not report["flagged"]:
         return report
     planned_util = plan.inputs.gpu_memory_utilization or 0.9
     best: tuple[float, str, Any, Any] | None = None
-    for field, replanned, planned_value, actual_value in _candidates(inputs, planned_util, plan.block_size, actual):
+    for field, replanned, planned_value, actual_value in _candidates(inputs, planned_util, planned_block, actual):
         tokens = _tokens(replanned)
         if tokens is None:
             continue
-        remaining = abs(actual_tokens - tokens) / plan.kv_capacity_tokens * 100
+        remaining = abs(actual_tokens - tokens) / planned_tokens * 100
         if best is None or remaining < best[0]:
             best = (remaining, field, planned_value, actual_value)
     # A setting explains the deviation if re-planning with it closes more than half of the gap.

@@ -36,6 +36,21 @@ def spare_kv_bytes_per_gpu(plan: Plan) -> float:
     return plan.kv_budget_bytes_per_gpu * (1.0 - used)
 
 
+def reported_block_size(plan: Plan) -> int:
+    """The block size vLLM's ``cache_config_info`` reports once it has planned: the smallest KV cache group's
+    (``v1/engine/core.py`` sets ``cache_config.block_size`` to the minimum over groups; vLLM issue #51163).
+    DeepSeek-V4: 4 (its compressor states), where the plan counts 256-token blocks."""
+    sizes = [group.block_size for group in plan.kv_groups if group.block_size]
+    return min(sizes) if sizes else plan.block_size
+
+
+def reported_capacity_tokens(plan: Plan) -> int:
+    """``num_gpu_blocks x block_size`` as the live metrics give it (``cache_config_info``), for comparing a server
+    with its plan like with like; equal to ``kv_capacity_tokens`` unless the smallest group's block is not the
+    plan's (DeepSeek-V4)."""
+    return plan.num_gpu_blocks * reported_block_size(plan)
+
+
 def kv_bytes_per_token(model: ModelSpec, kv_cache_dtype: str = "bfloat16", tensor_parallel_size: int = 1) -> int:
     """Every attention layer's KV for one token on one rank (vLLM allocates a page per layer; windows free them
     later). Recurrent-state layers of hybrid models hold a fixed state per request instead, not per token.

@@ -61,3 +61,24 @@ def test_gemma4_is_compared_at_the_minimum_block_size():
     assert report["planned_block_size"] == 16
     assert report["deviation_pct"] == 0.0
     assert report["flagged"] is False
+
+
+@pytest.mark.django_db
+def test_deepseek_v4_is_compared_in_cache_config_info_units():
+    """DeepSeek-V4-Flash tp 8 on an H200 at 1M tokens with 100 GiB: 107,134 blocks of 256 tokens
+    (test_sizing_compressed_attention.py). vLLM sets cache_config.block_size to the smallest group's block, the
+    window-8 compressor states' 4 (v1/engine/core.py), so cache_config_info says num_gpu_blocks 107,134 and
+    block_size 4: 428,536 "tokens" in its units. The plan compared in the same units is not flagged; counting
+    the plan's 256-token blocks against it flagged this exact match as -98%."""
+    endpoint = _endpoint("deepseek-v4-flash", tp=8, num_gpu_blocks=107_134, block_size=4)
+    scenario = endpoint.scenario
+    scenario.gpu = GpuProfile.objects.get(slug="h200")
+    scenario.max_model_len = 1_048_576
+    scenario.kv_cache_memory_gib = 100
+    scenario.save()
+    report = endpoint_report(endpoint=endpoint)
+    assert report is not None
+    assert (report["planned_num_gpu_blocks"], report["planned_block_size"]) == (107_134, 4)
+    assert report["planned_kv_tokens"] == report["actual_kv_tokens"] == 428_536
+    assert report["deviation_pct"] == 0.0
+    assert report["flagged"] is False
