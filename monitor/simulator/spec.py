@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.sizing import Plan
+from planner.sizing.figures import reported_block_size
 
 from .engine import DEFAULT_MAX_NUM_BATCHED_TOKENS, Engine, EngineConfig, linear_step_time, plan_step_time
 from .faults import Fault
@@ -105,7 +106,11 @@ def build_server(spec: ServerSpec) -> SimulatorServer:
         max_model_len=config.max_model_len,
         cache_config=cache_config_labels(
             num_gpu_blocks=config.num_gpu_blocks,
-            block_size=config.block_size,
+            # What vLLM labels after planning: the smallest KV cache group's block (v1/engine/core.py), which is not
+            # the block the pool counts for DeepSeek-V4 (4 against 256).
+            block_size=reported_block_size(spec.plan)
+            if spec.plan is not None and not spec.block_size
+            else config.block_size,
             cache_dtype=config.cache_dtype,
             gpu_memory_utilization=config.gpu_memory_utilization,
             prefix_caching=config.enable_prefix_caching,

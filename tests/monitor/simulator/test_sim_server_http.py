@@ -205,3 +205,24 @@ def test_data_parallel_server_labels_each_engine():
         )
         engines = {dict(labels)["engine"] for name, labels in samples if name == "vllm:kv_cache_usage_perc"}
         assert engines == {"0", "1", "2"}
+
+
+def test_a_deepseek_v4_plan_is_labelled_with_the_smallest_groups_block():
+    """vLLM sets cache_config.block_size to the smallest KV cache group's block after planning (v1/engine/core.py):
+    4 for DeepSeek-V4-Flash (its window-8 compressor states), while its pool counts 256-token blocks. The simulator
+    labels cache_config_info the same way, with the plan's block count (107,134 at tp 8, 1M tokens, 100 GiB)."""
+    from planner.sizing import PlanInputs, catalog_gpus, catalog_models, compute_plan
+
+    plan = compute_plan(
+        PlanInputs(
+            model=catalog_models()["deepseek-v4-flash"],
+            gpu=catalog_gpus()["h200"],
+            tensor_parallel_size=8,
+            max_model_len=1_048_576,
+            kv_cache_memory_gib=100,
+        ),
+        advice=False,
+    )
+    server = build_server(ServerSpec(plan=plan, model_name="deepseek-ai/DeepSeek-V4-Flash"))
+    labels = server.options.cache_config
+    assert (labels["num_gpu_blocks"], labels["block_size"]) == ("107134", "4")
