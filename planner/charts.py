@@ -188,6 +188,12 @@ def attention_variants(model: ModelSpec) -> list[tuple[str, ModelSpec]]:
     own = "Compressed" if model.compressed_attention is not None else model.attention_kind
     mha_head = MHA_HEAD_SIZE_FOR_MLA_MODELS if model.attention_kind == "MLA" else model.head_size
     common = {"kv_lora_rank": None, "qk_rope_head_dim": None, "head_size": mha_head, "compressed_attention": None}
+    # Counterparts take one shape on every layer: layer groups' own shapes (Gemma 4's global layers, MiMo-V2's V
+    # heads, Nemotron-NAS's per-layer KV heads) are the model's own kind only.
+    plain_groups = tuple(
+        dataclasses.replace(group, head_size=None, num_kv_heads=None, head_size_v=None) for group in model.layer_groups
+    )
+    common["layer_groups"] = plain_groups
     heads = model.num_attention_heads
     if own == "GQA":
         gqa_heads = model.num_kv_heads
@@ -215,6 +221,8 @@ def attention_variants(model: ModelSpec) -> list[tuple[str, ModelSpec]]:
     ]
     if own == "MQA":
         variants.insert(2, ("MQA", model))
+    # The model's own kind is the model itself, its layer groups' shapes included.
+    variants = [(label, model if label.split(" ")[0] == own else spec) for label, spec in variants]
     if own == "Compressed":
         variants.append(("Compressed (DeepSeek-V4, fp8_ds_mla)", model))
     return [(f"{label} (own)" if label.split(" ")[0] == own else label, spec) for label, spec in variants]

@@ -109,6 +109,20 @@ def test_variants_of_an_mla_model_and_an_mqa_model():
     assert variants["MHA"].num_kv_heads == 32
 
 
+def test_counterparts_of_models_with_per_group_shapes_take_one_shape_on_every_layer():
+    """MiMo-V2-Flash (sliding layers with 8 KV heads, V heads 128 wide): its own kind keeps every group's shape,
+    222,720 bytes a token at tp 1 (test_sizing_mimo_v2.py); its MHA counterpart caches 64 heads x 192 for K and V
+    on all 48 layers, 48 x 2 x 64 x 192 x 2 = 2,359,296, not the groups' own heads."""
+    from planner.sizing.figures import kv_bytes_per_token
+
+    mimo = catalog_models()["mimo-v2-flash"]
+    variants = dict(attention_variants(mimo))
+    assert variants["GQA (4 KV heads) (own)"] is mimo
+    assert kv_bytes_per_token(variants["GQA (4 KV heads) (own)"]) == 222_720
+    assert kv_bytes_per_token(variants["MHA"]) == 2_359_296
+    assert all(group.num_kv_heads is None and group.head_size_v is None for group in variants["MHA"].layer_groups)
+
+
 def test_variants_of_deepseek_v4_compare_its_compressed_caches_with_plain_kv():
     v4 = catalog_models()["deepseek-v4-flash"]
     variants = dict(attention_variants(v4))
