@@ -554,9 +554,15 @@ def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[
     if is_uniform_type(model):
         _uniform_type_notes(model, tp, element, inputs.kv_cache_dtype, kv_whole, assumptions, warnings)
     elif model.attention_kind != "MLA" and tp > model.num_kv_heads:
+        # Without replication the replica would hold each KV head once: the layers' bytes at tp 1.
+        unreplicated = sum(
+            g.num_layers * kv_bytes_per_token_per_layer(model, 1, element, inputs.kv_cache_dtype, g)
+            for g in model.layer_groups
+            if g.kind in ATTENTION_LAYER_KINDS
+        ) + mtp_layers * kv_bytes_per_token_per_layer(model, 1, element, inputs.kv_cache_dtype)
         warnings.append(
             f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
-            f"{kv_whole:,} bytes per token instead of {per_layer * model.num_layers:,}"
+            f"{kv_whole:,} bytes per token instead of {unreplicated:,}"
         )
     return _KvShape(
         dtype=dtype,

@@ -219,3 +219,10 @@ def test_each_rows_context_is_the_longest_whose_worst_case_fits(slug, tp):
                 continue
             assert c * needed(length) <= plan.num_gpu_blocks
             assert length == upper or c * needed(length + 1) > plan.num_gpu_blocks
+
+
+def test_the_replication_warning_compares_with_each_head_stored_once():
+    """Llama 3.1 8B at tp 16 (8 KV heads): each rank keeps one head, 32 layers x 1 x 128 x 2 x 2 = 16,384 bytes a
+    token, 262,144 over the 16 ranks; stored once the 8 heads take 32 x 8 x 128 x 2 x 2 = 131,072."""
+    plan = _plan(MODELS["llama-3.1-8b"], tensor_parallel_size=16, gpu_count=16)
+    assert any("stores 262,144 bytes per token instead of 131,072" in warning for warning in plan.warnings)
