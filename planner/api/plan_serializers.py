@@ -130,6 +130,9 @@ class ModelSpecSerializer(serializers.Serializer):
     compressed_attention = CompressedAttentionSerializer(
         allow_null=True, help_text="DeepSeek-V4's caches (compress ratios, window, indexer); null for other models."
     )
+    mtp_layer_kind = serializers.CharField(
+        help_text="The layer kind of the MTP draft layers: full, or sliding_window (MiMo-V2-Flash)."
+    )
     parallel_hybrid = serializers.BooleanField(
         help_text=(
             "Falcon-H1: every decoder layer holds an attention and a Mamba2 cache layer, so num_layers counts "

@@ -149,7 +149,8 @@ def is_uniform_type(model: ModelSpec) -> bool:
 
 
 def stage_groups(model: ModelSpec, layers: range, *, extra_full_layers: int = 0) -> StageGroups:
-    """``extra_full_layers``: draft (MTP) attention layers vLLM adds to this stage's KV cache."""
+    """``extra_full_layers``: draft (MTP) attention layers vLLM adds to this stage's KV cache, of the model's
+    ``mtp_layer_kind`` (full attention for most models)."""
     # Counted in C over the stage's slice: a Python loop per layer made plans cost in proportion to depth.
     counts = {
         index: count
@@ -157,7 +158,7 @@ def stage_groups(model: ModelSpec, layers: range, *, extra_full_layers: int = 0)
         if model.layer_groups[index].kind != "none"
     }
     if extra_full_layers:
-        full = next((i for i, group in enumerate(model.layer_groups) if group.kind == "full"), None)
+        full = next((i for i, group in enumerate(model.layer_groups) if group.kind == model.mtp_layer_kind), None)
         if full is not None:
             counts[full] = counts.get(full, 0) + extra_full_layers
     if not counts:  # a pipeline stage of cacheless layers only

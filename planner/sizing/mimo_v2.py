@@ -19,9 +19,10 @@ attention.py`` (``Attention.get_kv_cache_spec``: ``head_size_v``), ``vllm/v1/kv_
   attention, not cache: ``get_kv_cache_spec`` ignores them.
 * ``moe_layer_freq`` as a list marks each MoE layer (``is_moe_layer``); an int, or none, leaves every layer
   dense, as vLLM's check does. ``MiMoV2MoE`` builds no shared expert. The LM head is never tied.
-* Multi-token prediction (``mimo_v2_mtp.py``) is not counted: vLLM loads it only with
-  ``--speculative-config method mtp``, and then adds one sliding-window draft layer that the engine does not
-  model; ``num_speculative_tokens`` plans an n-gram drafter here (no draft layers).
+* Multi-token prediction (``mimo_v2_mtp.py``): with ``--speculative-config method mtp`` vLLM loads one draft
+  layer whatever the checkpoint holds (``config/speculative.py``: ``_MIMO_V2_FLASH_NUM_MTP_LAYERS = 1``), a
+  sliding-window layer of the SWA shapes (``MiMoV2Attention`` with ``swa_*`` heads and ``sliding_window_size``):
+  ``num_mtp_layers`` 1 of ``mtp_layer_kind`` ``sliding_window``.
 """
 
 from __future__ import annotations
@@ -277,7 +278,7 @@ def mimo_v2_spec(
         f"V {swa_v_head}) from hybrid_layer_pattern (1 = sliding, vllm/model_executor/models/mimo_v2.py); "
         "attention_chunk_size and sliding_window unused (vLLM strips / overrides them)"
     )
-    notes.append("multi-token prediction not counted: speculative tokens are planned as an n-gram drafter")
+    notes.append("MTP speculation adds one sliding-window draft layer of the SWA shapes (mimo_v2_mtp.py)")
     if num_params is None:
         notes.append(f"parameter count estimated from the config's shapes: {count.total / 1e9:.3f}B")
     if cfg.get("n_shared_experts"):
@@ -310,4 +311,6 @@ def mimo_v2_spec(
         quantization=quantization,
         notes=tuple(notes),
         unquantized_params=round(routers * scale),
+        num_mtp_layers=1,
+        mtp_layer_kind="sliding_window",
     )

@@ -130,6 +130,9 @@ class ModelSpec:
     # Falcon-H1: each decoder layer holds an attention and a state cache layer, alternating in layer_pattern, so
     # num_layers counts cache layers (2 per decoder layer), as vLLM numbers them.
     parallel_hybrid: bool = False
+    # The layer kind of the MTP draft layers: "full" for most, "sliding_window" where the draft attends through a
+    # window (MiMo-V2-Flash's, mimo_v2_mtp.py); they join the first layer group of that kind.
+    mtp_layer_kind: str = "full"
 
     def __post_init__(self) -> None:
         errors: dict[str, str] = {}
@@ -183,6 +186,8 @@ class ModelSpec:
             errors["state"] = "state layers need the state's shape (StateSpec)"
         if not errors and not any(group.kind in ATTENTION_LAYER_KINDS for group in groups):
             errors["layer_groups"] = "attention-free models (no attention layer) are not supported yet"
+        if not errors and self.num_mtp_layers and not any(group.kind == self.mtp_layer_kind for group in groups):
+            errors["mtp_layer_kind"] = f"{self.mtp_layer_kind!r}: no layer group of that kind for the MTP layers"
         if errors:
             raise SizingInputError(errors)
         object.__setattr__(self, "layer_groups", tuple(groups))

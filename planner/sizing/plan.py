@@ -524,7 +524,9 @@ def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[
         for i, layers in enumerate(stages_layers)
     ]
     kv_per_gpu = max(groups.bytes_per_token(group_bytes) for groups in stage_group_list)
-    full_bytes = next((b for g, b in zip(model.layer_groups, group_bytes, strict=True) if g.kind == "full"), per_layer)
+    full_bytes = next(
+        (b for g, b in zip(model.layer_groups, group_bytes, strict=True) if g.kind == model.mtp_layer_kind), per_layer
+    )
     layer_bytes = sum(g.num_layers * b for g, b in zip(model.layer_groups, group_bytes, strict=True))
     kv_whole = (layer_bytes + mtp_layers * full_bytes) * tp
     if dtype != model.dtype and inputs.weight_dtype == "auto" and model.dtype == "float32":
@@ -559,7 +561,13 @@ def _kv_shape(inputs: PlanInputs, assumptions: list[Assumption], warnings: list[
             g.num_layers * kv_bytes_per_token_per_layer(model, 1, element, inputs.kv_cache_dtype, g)
             for g in model.layer_groups
             if g.kind in ATTENTION_LAYER_KINDS
-        ) + mtp_layers * kv_bytes_per_token_per_layer(model, 1, element, inputs.kv_cache_dtype)
+        ) + mtp_layers * kv_bytes_per_token_per_layer(
+            model,
+            1,
+            element,
+            inputs.kv_cache_dtype,
+            next((g for g in model.layer_groups if g.kind == model.mtp_layer_kind), None),
+        )
         warnings.append(
             f"tp {tp} > {model.num_kv_heads} KV heads: each rank keeps a replicated head, so the replica stores "
             f"{kv_whole:,} bytes per token instead of {unreplicated:,}"
@@ -863,10 +871,12 @@ def _speed_model(
     stage = shape.stage_group_list[largest]
     # A stage of cache groups (DeepSeek-V4) times its decoder layers by kind instead.
     counts = stage.groups if not stage.kinds else [(i, g.num_layers, 1) for i, g in enumerate(model.layer_groups)]
+    # The draft layers joined the first group of their kind (kv_cache.stage_groups).
+    mtp_index = next((i for i, g in enumerate(model.layer_groups) if g.kind == model.mtp_layer_kind), -1)
     for index, count, _ in counts:
         kind = model.layer_groups[index].kind
         if kind in ATTENTION_LAYER_KINDS:
-            layer_kinds[index] = count - (shape.mtp_layers if largest == last and kind == "full" else 0)
+            layer_kinds[index] = count - (shape.mtp_layers if largest == last and index == mtp_index else 0)
         elif kind == "state":
             stage_states += count
     qk_width = model.num_attention_heads * (

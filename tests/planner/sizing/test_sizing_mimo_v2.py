@@ -76,7 +76,12 @@ def test_layers_follow_hybrid_layer_pattern_one_is_sliding():
     assert (sliding.kind, sliding.num_layers, sliding.window) == ("sliding_window", 39, 128)
     assert (sliding.num_kv_heads, sliding.head_size, sliding.head_size_v) == (8, 192, 128)
     assert tuple(i for i, group in enumerate(model.layer_pattern) if group == 0) == FULL_LAYERS
-    assert (model.num_kv_heads, model.head_size, model.num_mtp_layers) == (4, 192, 0)
+    assert (model.num_kv_heads, model.head_size, model.num_mtp_layers, model.mtp_layer_kind) == (
+        4,
+        192,
+        1,
+        "sliding_window",
+    )
 
 
 def test_the_window_is_sliding_window_size_not_sliding_window():
@@ -231,3 +236,17 @@ def test_other_mimo_v2_architectures_are_refused_by_name():
     with pytest.raises(SizingInputError) as error:
         model_spec_from_hf_config(cfg)
     assert "MiMoV2OmniForCausalLM" in error.value.errors["architectures"]
+
+
+def test_mtp_speculation_adds_one_sliding_draft_layer():
+    """--speculative-config method mtp: vLLM loads one MiMo-V2-Flash draft layer (config/speculative.py,
+    _MIMO_V2_FLASH_NUM_MTP_LAYERS = 1), a sliding-window layer of the SWA shapes (mimo_v2_mtp.py). At tp 4 it adds
+    2 KV heads x (192 + 128) x 2 bytes = 1,280 bytes a token: 55,680 + 1,280 = 56,960 per GPU. The sliding layers
+    become 40: group size still 9 (40 >= 1.5 x 9), cdiv(40, 9) = 5 sliding groups as before, so the same 233,016
+    blocks and 7,213 a request at 40 GiB and 65,536 tokens."""
+    drafted = plan(4, num_speculative_tokens=1)
+    sliding = next(group for group in drafted.kv_groups if group.kind == "sliding_window")
+    assert (sliding.num_layers, sliding.num_groups) == (40, 5)
+    assert drafted.kv_bytes_per_token_per_gpu == 56_960
+    assert (drafted.num_gpu_blocks, drafted.worst_case_blocks_per_request) == (233_016, 7_213)
+    assert '"method": "mtp"' in drafted.vllm_command
