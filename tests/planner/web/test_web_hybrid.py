@@ -68,6 +68,9 @@ HYBRID_SLUGS = [
     "nemotron-3-super-120b-a12b-fp8",
     "deepseek-v3.2",
     "gemma-4-26b-a4b",
+    "deepseek-v4-flash",
+    "mimo-v2-flash",
+    "llama-3.3-nemotron-super-49b",
 ]
 
 
