@@ -317,6 +317,50 @@ def test_every_catalog_model_plans_without_state_counted_as_attention(slug):
 # --- public vLLM start-up logs --------------------------------------------------------------------------
 
 
+def test_vllm_0_22_log_qwen36_27b_with_mtp_on_two_rtx_3090s():
+    """noonghunna/club-3090 issue #487 (vLLM 0.22.0, 2 x RTX 3090, Qwen3.6-27B AutoRound INT4, tp 2, --kv-cache-dtype
+    fp8_e5m2, --enable-prefix-caching, MTP with num_speculative_tokens 3, max_model_len 262,144): "Available KV cache
+    memory: 10.85 GiB", "GPU KV cache size: 612,157 tokens", "Maximum concurrency for 262,144 tokens per request:
+    2.34x"; its sibling logs print "Add 3 padding layers, may waste at most 6.25% KV cache memory". Qwen3.6-27B has
+    Qwen3.5-27B's layout (Qwen3_5ForConditionalGeneration), whose config is used here.
+    By vLLM's rules: attention 4 KV heads / 2 x 256 x 2 x 1 byte = 1,024 B a token a layer; the MTP draft adds a 17th
+    full layer. GDN state per rank with 3 speculative tokens: conv (3 + 3, (2 x 16 x 128 + 48 x 128) / 2 = 5,120)
+    fp16 = 61,440 B + recurrent (24, 128, 128) float32 (mamba_ssm_dtype) = 1,572,864 B: 1,634,304. No checkpoint
+    block before 0.33: block 16 x cdiv(1,634,304, 16 x 1,024) = 16 x 100 = 1,600. 17 full, 48 GDN: group size 17
+    (48 >= 1.5 x 17), cdiv(48, 17) = 3 GDN groups, 51 - 48 = 3 padding layers (6.25%); bytes per block 17 x 1,600 x
+    1,024 = 27,852,800; 10.85 GiB = 11,650,098,790 bytes -> 418 blocks. Per request: cdiv(262,144, 1,600) = 164 + 3
+    groups x (2 + 3 speculative) = 179: 418 / 179 = 2.335x and int(418 x 262,144 / 179) = 612,157 tokens, as
+    logged."""
+    model = model_spec_from_hf_config(config(QWEN35_27B))
+    plan = compute_plan(
+        PlanInputs(
+            model=model,
+            gpu=custom_gpu(memory_gib=24, name="RTX 3090"),
+            tensor_parallel_size=2,
+            gpu_count=2,
+            weight_dtype="float16",
+            kv_cache_memory_gib=10.85,
+            kv_cache_dtype="fp8_e5m2",
+            enable_prefix_caching=True,
+            max_model_len=262_144,
+            num_speculative_tokens=3,
+            engine_version="0.22",
+        ),
+        advice=False,
+    )
+    assert plan.block_size == 1_600
+    assert plan.state_page_bytes == 1_634_304
+    assert plan.group_size == 17
+    assert [(group.kind, group.num_layers, group.num_groups) for group in plan.kv_groups] == [
+        ("state", 48, 3),
+        ("full", 17, 1),
+    ]
+    assert plan.num_gpu_blocks == 418
+    assert plan.worst_case_blocks_per_request == 179
+    assert round(plan.max_concurrency, 2) == 2.34
+    assert plan.reported_kv_cache_tokens == 612_157
+
+
 def test_vllm_0_24_log_qwen36_35b_a3b_nvfp4_on_an_rtx_5090():
     """noonghunna/club-3090 issue #612 (vLLM v0.24.0, RTX 5090, Qwen3.6-35B-A3B NVFP4, --kv-cache-dtype fp8,
     --enable-prefix-caching, max_model_len 131,072, max_num_seqs 1): "Available KV cache memory: 5.98 GiB",
