@@ -33,7 +33,7 @@ from .params import (
     state_mixer_params,
     tower_params,
 )
-from .validation import MAX_LAYERS, as_int
+from .validation import MAX_LAYERS, as_int, check_param_counts
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
@@ -1047,13 +1047,7 @@ def model_spec_from_hf_config(
             notes.append(f"vision/audio towers counted: {towers / 1e9:.3f}B parameters (estimated from their configs)")
     if errors:
         raise SizingInputError(errors)
-    given_errors: dict[str, str] = {}
-    if num_params is not None:
-        as_int(given_errors, "num_params", num_params, maximum=10**15)
-    if num_active_params is not None:
-        as_int(given_errors, "num_active_params", num_active_params, maximum=10**15)
-    if given_errors:
-        raise SizingInputError(given_errors)
+    check_param_counts(num_params, num_active_params)
     if estimating:
         notes.append(f"parameter count estimated from the config's shapes: {count.total / 1e9:.3f}B")
     total = int(num_params) if num_params is not None else count.total
@@ -1261,13 +1255,7 @@ def _compressed_attention_spec(
         for ratio in ratios
         if ratio > 1
     )
-    given: dict[str, str] = {}
-    if num_params is not None:
-        as_int(given, "num_params", num_params, maximum=10**15)
-    if num_active_params is not None:
-        as_int(given, "num_active_params", num_active_params, maximum=10**15)
-    if given:
-        raise SizingInputError(given)
+    check_param_counts(num_params, num_active_params)
     if num_params is None:
         notes.append(f"parameter count estimated from the config's shapes: {count.total / 1e9:.3f}B")
     total = int(num_params) if num_params is not None else count.total

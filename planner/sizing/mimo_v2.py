@@ -34,7 +34,7 @@ from typing import Any
 from .errors import SizingInputError
 from .model_spec import LayerGroup, ModelSpec
 from .params import ParamCount
-from .validation import MAX_LAYERS, as_int
+from .validation import MAX_LAYERS, as_int, check_param_counts
 
 PATTERN_FIELD = "hybrid_layer_pattern"
 ARCHITECTURE = "MiMoV2FlashForCausalLM"
@@ -255,13 +255,7 @@ def mimo_v2_spec(
         top_k=top_k,
         expert_intermediate=expert_inter,
     )
-    given: dict[str, str] = {}
-    if num_params is not None:
-        as_int(given, "num_params", num_params, maximum=10**15)
-    if num_active_params is not None:
-        as_int(given, "num_active_params", num_active_params, maximum=10**15)
-    if given:
-        raise SizingInputError(given)
+    check_param_counts(num_params, num_active_params)
     total = int(num_params) if num_params is not None else count.total
     if num_active_params is not None:
         active = int(num_active_params)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .errors import SizingInputError
+
 _MISSING = object()
 
 # The most layers a model may have: 4x the deepest real decoder (Llama 3.1 405B, 126). Plans and searches cost
@@ -74,3 +76,14 @@ def as_choice(errors: dict[str, str], field: str, value: Any, choices: tuple[str
         errors[field] = f"must be one of {', '.join(choices)}; got {value!r}"
         return None
     return value
+
+
+def check_param_counts(num_params: Any, num_active_params: Any) -> None:
+    """Parameter counts a caller gives beside a config: whole numbers up to 10^15, else ``SizingInputError``."""
+    errors: dict[str, str] = {}
+    if num_params is not None:
+        as_int(errors, "num_params", num_params, maximum=10**15)
+    if num_active_params is not None:
+        as_int(errors, "num_active_params", num_active_params, maximum=10**15)
+    if errors:
+        raise SizingInputError(errors)
