@@ -1119,9 +1119,10 @@ def _compress_ratios(cfg: Mapping[str, Any], errors: dict[str, str], num_layers:
         return ()
     ratios = []
     for value in raw[:num_layers]:
-        if value in (0, 1) and not isinstance(value, bool):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and value in (0, 1):
             ratios.append(1)
-        elif value in COMPRESSOR_BLOCK_SIZES and not isinstance(value, bool):
+        elif number and value in COMPRESSOR_BLOCK_SIZES:
             ratios.append(int(value))
         else:
             errors["compress_ratios"] = (

@@ -377,3 +377,13 @@ def test_on_a_b200_vllm_0_33_batches_16384_tokens():
     assert result.in_flight_tokens == 32_768
     assert result.worst_case_blocks_per_request == 13_594
     assert result.reported_kv_cache_tokens == 206_592
+
+
+@pytest.mark.parametrize("value", [[4], {"ratio": 4}, "4", None, float("nan"), True])
+def test_a_compress_ratio_that_is_not_a_number_is_a_400(value):
+    """Found by fuzzing the real config: a list or object in compress_ratios raised TypeError (unhashable)."""
+    config = v4_config()
+    config["compress_ratios"][2] = value
+    with pytest.raises(SizingInputError) as error:
+        model_spec_from_hf_config(config)
+    assert "compress_ratios" in error.value.errors

@@ -249,3 +249,71 @@ def test_random_plan_inputs_raise_only_sizing_input_errors(slug, changes):
         assert error.errors
         return
     assert plan.num_gpu_blocks >= 0
+
+
+def _config_paths(node, path=()):
+    """Every key and list index inside a config (lists of at most 300 items), as paths from the root."""
+    if path:
+        yield path
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _config_paths(value, (*path, key))
+    elif isinstance(node, list) and len(node) <= 300:
+        for index, value in enumerate(node):
+            yield from _config_paths(value, (*path, index))
+
+
+def _real_configs():
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).parent / "data" / "hf_configs"
+    configs = {}
+    for path in sorted(folder.glob("*.json")):
+        if "hf_quant" not in path.stem:
+            configs[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+    return configs
+
+
+REAL_CONFIGS = _real_configs()
+REAL_CONFIG_PATHS = {name: list(_config_paths(config)) for name, config in REAL_CONFIGS.items()}
+odd_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "auto", "x", "NaN", "full_attention", "mamba"]),
+    st.lists(st.integers(min_value=-2, max_value=200), max_size=4),
+    st.dictionaries(st.sampled_from(["a", "no_op", "quant_algo"]), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), name=st.sampled_from(sorted(REAL_CONFIGS)))
+def test_real_configs_mutated_deep_inside_raise_only_sizing_input_errors(data, name):
+    """Every real test config (the 2026 families' nested block_configs, linear_attn_config, compress_ratios,
+    hybrid_layer_pattern, quantization configs) with values replaced deep inside: a plan or a SizingInputError with
+    a message per field, never another exception (a list in compress_ratios once raised TypeError)."""
+    import copy
+
+    config = copy.deepcopy(REAL_CONFIGS[name])
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        path = data.draw(st.sampled_from(REAL_CONFIG_PATHS[name]))
+        parent = config
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = data.draw(odd_values)
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier replacement removed the path
+    try:
+        model = model_spec_from_hf_config(config)
+        tp = data.draw(st.sampled_from([1, 2, 8]))
+        plan = compute_plan(
+            PlanInputs(model=model, gpu=GPUS["h200"], tensor_parallel_size=tp, gpu_count=tp, kv_cache_memory_gib=40),
+            advice=False,
+        )
+    except SizingInputError as error:
+        assert error.errors and all(isinstance(message, str) and message for message in error.errors.values())
+        return
+    assert plan.num_gpu_blocks >= 0
