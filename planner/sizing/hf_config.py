@@ -298,7 +298,11 @@ def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
     attn_types = cfg.get("attn_type_list")
     if isinstance(attn_types, list) and any(value == 0 for value in attn_types):
         # MiniMax: 0 marks a lightning (linear) attention layer, 1 softmax attention (MiniMax-M2 is all 1).
-        return {"attn_type_list": "MiniMax lightning-attention (0) layers are not supported yet"}
+        return {
+            "attn_type_list": "MiniMax lightning-attention (0) layers: vLLM 0.23 and later no longer load MiniMax-Text-01 "
+            "/ M1 (model_executor/models/registry.py, _PREVIOUSLY_SUPPORTED_MODELS), and earlier releases' layout "
+            "is not modelled"
+        }
     return {}
 
 
