@@ -191,7 +191,7 @@ def _quantization(
             for group in (groups.values() if isinstance(groups, Mapping) else ())
             if isinstance(group, Mapping) and isinstance(group.get("weights"), Mapping)
         ]
-        weights: Any = min(candidates, key=lambda w: w.get("num_bits") or 16, default=None)
+        weights: Any = min(candidates, key=_weight_bits, default=None)
         if isinstance(weights, Mapping):
             bits, kind = weights.get("num_bits"), weights.get("type")
             if bits == 4:
@@ -209,6 +209,12 @@ def _quantization(
         notes.append(f"quantization_config {method!r} not modelled: weights sized from torch_dtype")
         return None, ()
     return fmt, excluded
+
+
+def _weight_bits(weights: Mapping[str, Any]) -> int:
+    """A config group's weight width for picking the narrowest; anything but a whole number counts as 16."""
+    bits = weights.get("num_bits")
+    return bits if isinstance(bits, int) and not isinstance(bits, bool) else 16
 
 
 def _int4(group_size: Any) -> str:
@@ -299,9 +305,9 @@ def _unsupported(cfg: Mapping[str, Any], model_type: str) -> dict[str, str]:
     if isinstance(attn_types, list) and any(value == 0 for value in attn_types):
         # MiniMax: 0 marks a lightning (linear) attention layer, 1 softmax attention (MiniMax-M2 is all 1).
         return {
-            "attn_type_list": "MiniMax lightning-attention (0) layers: vLLM 0.23 and later no longer load MiniMax-Text-01 "
-            "/ M1 (model_executor/models/registry.py, _PREVIOUSLY_SUPPORTED_MODELS), and earlier releases' layout "
-            "is not modelled"
+            "attn_type_list": "MiniMax lightning-attention (0) layers: vLLM 0.23 and later no longer load "
+            "MiniMax-Text-01 / M1 (model_executor/models/registry.py, _PREVIOUSLY_SUPPORTED_MODELS), and earlier "
+            "releases' layout is not modelled"
         }
     return {}
 

@@ -132,3 +132,17 @@ def test_w4a16_group_32_scales_are_counted():
     kept = model.embedding_params + model.unquantized_params
     assert model.unquantized_params > 0
     assert weight_bytes(model, "auto").total == math.ceil(2 * kept + 0.5625 * (model.num_params - kept))
+
+
+def test_a_config_group_with_a_non_number_of_bits_is_not_a_type_error():
+    """Found by mutating the real configs: num_bits as a list made the narrowest-group choice compare a list with an
+    int. Such a group counts as 16 bits; the NVFP4 group still sizes the experts."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "hf_configs" / "nvidia--Qwen3.6-35B-A3B-NVFP4.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    quantization = config.get("quantization_config") or config["text_config"]["quantization_config"]
+    # group_0 is the 8-bit float group (linear attention), group_1 the 4-bit NVFP4 experts (groups of 16).
+    quantization["config_groups"]["group_0"]["weights"]["num_bits"] = [8]
+    assert model_spec_from_hf_config(config).quantization == "nvfp4"
