@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from planner.sizing import Plan, step_time_seconds
 
 from .block_pool import BlockPool
+from .kv_layout import KvLayout
 from .request import SimRequest
 from .scheduler import Preemption, Scheduler, cdiv
 from .stats import EngineStats
@@ -77,6 +78,9 @@ class EngineConfig:
     request_timeout_s: float | None = None
     cache_dtype: str = "auto"
     gpu_memory_utilization: float = 0.9
+    # Several KV cache groups (hybrid state, sliding windows, DeepSeek-V4): blocks per request by group
+    # (kv_layout.py); None for one full-attention group, the plain cdiv(tokens, block_size).
+    kv_layout: KvLayout | None = None
 
     def __post_init__(self) -> None:
         errors = self.validation_errors()
@@ -99,7 +103,16 @@ class EngineConfig:
             return errors
         # vLLM refuses to start when one max_model_len request cannot fit; so does the simulator, or a lone
         # long request could preempt itself forever.
-        if cdiv(self.max_model_len, self.block_size) > self.num_gpu_blocks - 1:
+        if self.kv_layout is not None:
+            # The most a request holds: at its last chunk, when every group has all it keeps of max_model_len.
+            last_chunk = max(0, self.max_model_len - self.max_num_batched_tokens)
+            needed = self.kv_layout.held(self.max_model_len, last_chunk)
+            if needed > self.num_gpu_blocks - 1:
+                errors["max_model_len"] = (
+                    f"{self.max_model_len} tokens need {needed} blocks over the KV cache groups but only "
+                    f"{self.num_gpu_blocks - 1} are usable."
+                )
+        elif cdiv(self.max_model_len, self.block_size) > self.num_gpu_blocks - 1:
             longest = (self.num_gpu_blocks - 1) * self.block_size
             errors["max_model_len"] = (
                 f"{self.max_model_len} tokens need {cdiv(self.max_model_len, self.block_size)} blocks but only "
@@ -130,12 +143,16 @@ class Engine:
     def reset(self) -> None:
         """A restarted process: empty pool, no requests, counters at zero and a new ``created`` time."""
         config = self.config
-        self.pool = BlockPool(config.num_gpu_blocks, enable_caching=config.enable_prefix_caching)
+        # Prefix-cache hits are simulated for one full-attention group only: with several groups vLLM needs a hit
+        # in every group (and a state checkpoint at the block), which the simulator does not model.
+        caching = config.enable_prefix_caching and config.kv_layout is None
+        self.pool = BlockPool(config.num_gpu_blocks, enable_caching=caching)
         self.scheduler = Scheduler(
             self.pool,
             block_size=config.block_size,
             max_num_seqs=config.max_num_seqs,
             max_num_batched_tokens=config.max_num_batched_tokens,
+            kv_layout=config.kv_layout,
         )
         self.stats = EngineStats(max_model_len=config.max_model_len, created=time.time())
 
@@ -189,7 +206,7 @@ class Engine:
                 num_decode += 1
                 context_tokens += computed + 1
         for request in output.newly_admitted:
-            if config.enable_prefix_caching:
+            if self.pool.enable_caching:
                 stats.prefix_cache_queries += request.num_tokens
                 stats.prefix_cache_hits += request.num_cached_tokens
 
@@ -272,7 +289,12 @@ class Engine:
         """Full invariant scan (tests only)."""
         self.pool.check()
         block_size = self.config.block_size
+        layout = self.config.kv_layout
         for request in self.scheduler.running:
+            if layout is not None:
+                assert len(request.blocks) <= layout.held(request.num_tokens, 0), request
+                assert len(request.blocks) >= layout.held(request.num_computed_tokens, request.num_computed_tokens)
+                continue
             assert len(request.blocks) <= cdiv(request.num_tokens, block_size), request
             assert len(request.blocks) >= cdiv(request.num_computed_tokens, block_size), request
         for request in self.scheduler.waiting:

@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .block_pool import BlockPool
+from .kv_layout import KvLayout
 from .request import RequestStatus, SimRequest
 
 
@@ -41,8 +42,17 @@ class ScheduleOutput:
 
 
 class Scheduler:
-    def __init__(self, pool: BlockPool, *, block_size: int, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+    def __init__(
+        self,
+        pool: BlockPool,
+        *,
+        block_size: int,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        kv_layout: KvLayout | None = None,
+    ) -> None:
         self.pool = pool
+        self.kv_layout = kv_layout
         self.block_size = block_size
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -60,6 +70,7 @@ class Scheduler:
         admitted: list[SimRequest] = []
         pool = self.pool
         block_size = self.block_size
+        layout = self.kv_layout
         running = self.running
 
         index = 0
@@ -71,7 +82,15 @@ class Scheduler:
             num_new = remaining if remaining < budget else budget
             held = len(request.blocks)
             target = computed + num_new
-            needed = 0 if target <= held * block_size else -(-target // block_size) - held
+            if layout is None:
+                needed = 0 if target <= held * block_size else -(-target // block_size) - held
+            else:
+                needed = layout.held(target, computed) - held
+                if needed < 0:
+                    # Blocks that slid out of a window go back to the pool (remove_skipped_blocks).
+                    pool.free(reversed(request.blocks[needed:]))
+                    del request.blocks[needed:]
+                    needed = 0
             self_preempted = False
             while needed and needed > pool.num_free_blocks:
                 victim = running.pop()
@@ -92,7 +111,12 @@ class Scheduler:
         while not preemptions and self.waiting and budget > 0 and len(running) < self.max_num_seqs:
             request = self.waiting[0]
             hits = self._prefix_hits(request) if pool.enable_caching and request.num_computed_tokens == 0 else []
-            total_blocks = cdiv(request.num_tokens, block_size)
+            if layout is None:
+                total_blocks = cdiv(request.num_tokens, block_size)
+            else:
+                # Per group, what this step's tokens need (vLLM allocates slots for the scheduled tokens; a window
+                # keeps only its span of a long prompt).
+                total_blocks = layout.held(min(request.num_tokens, budget), 0)
             # Hits that sit in the free queue stop being free once taken, so they count against the free blocks.
             evictable_hits = sum(1 for block_id in hits if pool.ref_cnt[block_id] == 0)
             if total_blocks - len(hits) + evictable_hits > pool.num_free_blocks:

@@ -11,6 +11,7 @@ from planner.sizing.figures import reported_block_size
 
 from .engine import DEFAULT_MAX_NUM_BATCHED_TOKENS, Engine, EngineConfig, linear_step_time, plan_step_time
 from .faults import Fault
+from .kv_layout import layout_from_plan
 from .load import LoadGenerator, LoadSpec
 from .server import DEFAULT_MAX_STEPS_PER_SECOND, ServerOptions, SimulatorServer, cache_config_labels
 from .simulation import Simulation
@@ -79,6 +80,8 @@ class ServerSpec:
             request_timeout_s=self.request_timeout_s,
             cache_dtype=inputs.kv_cache_dtype if inputs is not None else "auto",
             gpu_memory_utilization=(inputs.gpu_memory_utilization if inputs is not None else None) or 0.9,
+            # A plan's KV cache groups, unless the block size was given by hand.
+            kv_layout=layout_from_plan(plan) if plan is not None and not self.block_size else None,
         )
 
     def num_engines(self) -> int:

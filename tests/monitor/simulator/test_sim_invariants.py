@@ -94,3 +94,65 @@ def test_pool_books_balance_at_every_step(
     assert all(r.num_output_tokens == r.output_tokens for r in submitted)
     assert engine.stats.generation_tokens == sum(r.output_tokens for r in submitted)
     assert sum(engine.stats.request_success.values()) == len(submitted)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    num_gpu_blocks=st.integers(min_value=8, max_value=120),
+    window=st.integers(min_value=2, max_value=64),
+    state_blocks=st.integers(min_value=1, max_value=3),
+    groups=st.lists(st.sampled_from(["full", "sliding_window", "chunked_local", "state"]), min_size=1, max_size=4),
+    max_num_seqs=st.integers(min_value=1, max_value=8),
+    max_num_batched_tokens=st.integers(min_value=1, max_value=256),
+    specs=st.lists(request_strategy, min_size=1, max_size=15),
+)
+def test_pool_books_balance_with_several_kv_cache_groups(
+    num_gpu_blocks, window, state_blocks, groups, max_num_seqs, max_num_batched_tokens, specs
+):
+    """Hybrid and windowed layouts (kv_layout.py): blocks given back as windows slide, fixed state blocks, and every
+    request still finishes with the pool empty."""
+    from monitor.simulator.kv_layout import KvGroup, KvLayout
+
+    layout = KvLayout(
+        tuple(KvGroup(kind, window if kind in ("sliding_window", "chunked_local") else None, 1, 4) for kind in groups),
+        state_blocks=state_blocks,
+    )
+    max_model_len = 256
+    while max_model_len > 2 and layout.held(max_model_len, max(0, max_model_len - max_num_batched_tokens)) > (
+        num_gpu_blocks - 1
+    ):
+        max_model_len //= 2
+    try:
+        config = EngineConfig(
+            num_gpu_blocks=num_gpu_blocks,
+            block_size=4,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            step_time=lambda decode, context, prefill: 0.01 + prefill * 1e-5,
+            kv_layout=layout,
+        )
+    except ValueError:
+        return  # no request of even 2 tokens fits these groups
+    engine = Engine(config)
+    usable = num_gpu_blocks - 1
+    requests = [
+        SimRequest(request_id=i, arrival_time=0.0, prompt_tokens=prompt, output_tokens=output)
+        for i, (_, prompt, output, _, _) in enumerate(specs)
+    ]
+    for request in requests:
+        engine.add_request(request)
+    pool = engine.pool
+    for _ in range(200_000):
+        if not engine.has_work:
+            break
+        result = engine.step()
+        assert pool.num_used_blocks + pool.num_free_blocks == usable
+        pool.check()
+        for request in engine.scheduler.running:
+            assert len(request.blocks) <= layout.held(request.num_tokens, 0)
+        for preemption in result.preemptions:
+            assert preemption.free_blocks < preemption.needed_blocks
+    assert not engine.has_work, "the engine stopped making progress"
+    assert pool.num_used_blocks == 0
+    assert all(r.num_output_tokens == r.output_tokens for r in requests)
