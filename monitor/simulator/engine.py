@@ -104,9 +104,7 @@ class EngineConfig:
         # vLLM refuses to start when one max_model_len request cannot fit; so does the simulator, or a lone
         # long request could preempt itself forever.
         if self.kv_layout is not None:
-            # The most a request holds: at its last chunk, when every group has all it keeps of max_model_len.
-            last_chunk = max(0, self.max_model_len - self.max_num_batched_tokens)
-            needed = self.kv_layout.held(self.max_model_len, last_chunk)
+            needed = self.kv_layout.worst(self.max_model_len, self.max_num_batched_tokens)
             if needed > self.num_gpu_blocks - 1:
                 errors["max_model_len"] = (
                     f"{self.max_model_len} tokens need {needed} blocks over the KV cache groups but only "

@@ -53,6 +53,22 @@ class KvLayout:
             total += group.num_groups * blocks
         return total
 
+    def worst(self, max_len: int, batched: int) -> int:
+        """The most blocks one request of ``max_len`` tokens can hold with ``batched`` tokens a step: a window's
+        span plus a step's tokens, across a block boundary (vLLM's admission worst case, kv_cache_interface.py)."""
+        total = 0
+        for group in self.groups:
+            size = group.block_size
+            whole = -(-max_len // size)
+            if group.kind == "state":
+                blocks = self.state_blocks
+            elif group.kind in ("sliding_window", "chunked_local") and group.window:
+                blocks = min(whole, -(-(group.window + batched) // size) + 1)
+            else:
+                blocks = whole
+            total += group.num_groups * blocks
+        return total
+
 
 def layout_from_plan(plan: Plan) -> KvLayout | None:
     """The plan's KV cache groups, or None when one full-attention group of the plan's block size is all there is."""

@@ -118,9 +118,7 @@ def test_pool_books_balance_with_several_kv_cache_groups(
         state_blocks=state_blocks,
     )
     max_model_len = 256
-    while max_model_len > 2 and layout.held(max_model_len, max(0, max_model_len - max_num_batched_tokens)) > (
-        num_gpu_blocks - 1
-    ):
+    while max_model_len > 2 and layout.worst(max_model_len, max_num_batched_tokens) > num_gpu_blocks - 1:
         max_model_len //= 2
     try:
         config = EngineConfig(
