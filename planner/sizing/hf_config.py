@@ -30,6 +30,7 @@ from .params import (
     ParamCount,
     compressed_attention_params,
     estimate_params,
+    given_or_estimated,
     state_mixer_params,
     tower_params,
 )
@@ -1060,14 +1061,7 @@ def model_spec_from_hf_config(
     check_param_counts(num_params, num_active_params)
     if estimating:
         notes.append(f"parameter count estimated from the config's shapes: {count.total / 1e9:.3f}B")
-    total = int(num_params) if num_params is not None else count.total
-    if num_active_params is not None:
-        active = int(num_active_params)
-    elif num_params is not None and count.total:
-        # Scale the shape-derived active share to the official total.
-        active = min(total, math.ceil(total * count.active / count.total))
-    else:
-        active = count.active
+    total, active = given_or_estimated(count, num_params, num_active_params)
     expert_share = count.routed_experts / count.total if count.total else 0.0
     unquantized_share = _unquantized_params(count, excluded_modules, kinds) / count.total if count.total else 0.0
     if parallel_hybrid:

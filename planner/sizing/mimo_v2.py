@@ -27,13 +27,12 @@ attention.py`` (``Attention.get_kv_cache_spec``: ``head_size_v``), ``vllm/v1/kv_
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import SizingInputError
 from .model_spec import LayerGroup, ModelSpec
-from .params import ParamCount
+from .params import ParamCount, given_or_estimated
 from .validation import MAX_LAYERS, as_int, check_param_counts
 
 PATTERN_FIELD = "hybrid_layer_pattern"
@@ -256,13 +255,7 @@ def mimo_v2_spec(
         expert_intermediate=expert_inter,
     )
     check_param_counts(num_params, num_active_params)
-    total = int(num_params) if num_params is not None else count.total
-    if num_active_params is not None:
-        active = int(num_active_params)
-    elif num_params is not None:
-        active = min(total, math.ceil(total * count.active / count.total))
-    else:
-        active = count.active
+    total, active = given_or_estimated(count, num_params, num_active_params)
     scale = total / count.total
     # Built without a quant config (GateLinear, float32 params): the routers stay unquantised in an FP8 checkpoint.
     routers = sum(moe_layers) * (hidden * experts + experts)

@@ -9,6 +9,7 @@ the published checkpoints in the catalog (tests/planner/sizing/test_params.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -304,3 +305,14 @@ def compressed_attention_params(
         shared_experts=shared * len(compress_ratios),
         embeddings=embeddings,
     )
+
+
+def given_or_estimated(count: ParamCount, num_params: int | None, num_active_params: int | None) -> tuple[int, int]:
+    """Total and active parameters: the given counts, else the estimate; a given total without an active count
+    scales the estimate's active share to it."""
+    total = int(num_params) if num_params is not None else count.total
+    if num_active_params is not None:
+        return total, int(num_active_params)
+    if num_params is not None and count.total:
+        return total, min(total, math.ceil(total * count.active / count.total))
+    return total, count.active
